@@ -1,0 +1,98 @@
+"""Block Kit for handback: cards for pending interactions, modals, and reading answers back.
+
+Pure functions, no I/O. Ids on the wire:
+
+- every interactive block has `block_id = "hb|<interaction_id>|<part>"` (`a` buttons, `o` option
+  buttons, `s<page>` a select page, `m` a multi-select, `v` / `p<n>` / `...c<n>` modal inputs,
+  `reason` the deny reason);
+- every control's `action_id` starts with `hb:` (`hb:approve`, `hb:deny`, `hb:deny_reason`,
+  `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`, `hb:multi`, `hb:submit`, `hb:answer`,
+  `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on `ACTION_PATTERN` catches
+  them; option values are indexes into the stored options, page buttons carry the page number;
+- modals use `callback_id` `hb:modal` or `hb:deny_modal` and carry the interaction id in
+  `private_metadata`.
+
+The app's flow: `parse_block_action` -> look the interaction up -> by `CardAction.intent`:
+`resolve_answer` ("answer"), `render_modal` + `views.open` ("open_modal"), `page_from_action` +
+`render_card(page=...)` ("page"), or just ack ("selection"). For modals `parse_view_submission`
+-> `answer_from_submission`, acking `InvalidAnswer.errors` inline. After a claim, `render(record)`.
+"""
+
+from ._answers import (
+    accepts_text_reply,
+    answer_from_submission,
+    answer_from_text,
+    page_from_action,
+    resolve_answer,
+)
+from ._card import Message, render_card
+from ._errors import InvalidAnswer
+from ._form import InputValue
+from ._ids import (
+    ACTION_ANSWER,
+    ACTION_APPROVE,
+    ACTION_CANCEL,
+    ACTION_CONFIRM,
+    ACTION_DENY,
+    ACTION_DENY_REASON,
+    ACTION_INPUT,
+    ACTION_MORE,
+    ACTION_MULTI,
+    ACTION_OPTION,
+    ACTION_PATTERN,
+    ACTION_SELECT,
+    ACTION_SUBMIT,
+    CALLBACK_DENY_MODAL,
+    CALLBACK_MODAL,
+    CALLBACK_PATTERN,
+    ActionName,
+    CallbackName,
+)
+from ._modal import render_modal
+from ._outcome import render, render_answered, render_closed
+from ._payloads import (
+    CardAction,
+    CardIntent,
+    ModalSubmission,
+    parse_block_action,
+    parse_view_submission,
+)
+
+__all__ = [
+    "ACTION_ANSWER",
+    "ACTION_APPROVE",
+    "ACTION_CANCEL",
+    "ACTION_CONFIRM",
+    "ACTION_DENY",
+    "ACTION_DENY_REASON",
+    "ACTION_INPUT",
+    "ACTION_MORE",
+    "ACTION_MULTI",
+    "ACTION_OPTION",
+    "ACTION_PATTERN",
+    "ACTION_SELECT",
+    "ACTION_SUBMIT",
+    "CALLBACK_DENY_MODAL",
+    "CALLBACK_MODAL",
+    "CALLBACK_PATTERN",
+    "ActionName",
+    "CallbackName",
+    "CardAction",
+    "CardIntent",
+    "InputValue",
+    "InvalidAnswer",
+    "Message",
+    "ModalSubmission",
+    "accepts_text_reply",
+    "answer_from_submission",
+    "answer_from_text",
+    "page_from_action",
+    "parse_block_action",
+    "parse_view_submission",
+    "render",
+    "render_answered",
+    "render_card",
+    "render_closed",
+    "render_modal",
+    "resolve_answer",
+]

@@ -1,0 +1,216 @@
+"""The card posted for a pending interaction: what is asked, and the controls that answer it."""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypedDict
+
+from state._records import InteractionRecord
+
+from ._answers import accepts_text_reply
+from ._choices import PAGE_SIZE, Choices, choices_of, is_boolean
+from ._ids import (
+    ACTION_ANSWER,
+    ACTION_APPROVE,
+    ACTION_CANCEL,
+    ACTION_CONFIRM,
+    ACTION_DENY,
+    ACTION_DENY_REASON,
+    ACTION_MORE,
+    ACTION_MULTI,
+    ACTION_OPTION,
+    ACTION_SELECT,
+    ACTION_SUBMIT,
+    block_id,
+    suffixed,
+)
+from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
+from ._text import cut, cut_mrkdwn, date_token, mention, plain, slack_len
+
+__all__ = ["Message", "option_label", "render_card"]
+
+_BUTTON_LIMIT: Final = 75
+_OPTION_LIMIT: Final = 75
+_PLACEHOLDER_LIMIT: Final = 150
+_LISTED_OPTION_LIMIT: Final = 300
+_MAX_LIST_SECTIONS: Final = 5
+
+
+class Message(TypedDict):
+    """Arguments for `chat.postMessage` / `chat.update`: a fallback `text` and the blocks."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+
+def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": plain(text, _BUTTON_LIMIT),
+        "value": value,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
+
+
+def _actions(
+    record: InteractionRecord, part: str, elements: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "type": "actions",
+        "block_id": block_id(record.interaction_id, part),
+        "elements": elements,
+    }
+
+
+def _numbered(choices: Choices, indexes: range) -> bool:
+    """Number the labels when one of them is cut, so the full list below can be matched up."""
+    return any(slack_len(choices.labels[index]) > _OPTION_LIMIT for index in indexes)
+
+
+def option_label(choices: Choices, index: int, *, numbered: bool) -> str:
+    label = choices.labels[index] or "(empty)"
+    return cut(f"{index + 1}. {label}" if numbered else label, _OPTION_LIMIT)
+
+
+def _option(choices: Choices, index: int, *, numbered: bool) -> dict[str, Any]:
+    return {
+        "text": plain(option_label(choices, index, numbered=numbered), _OPTION_LIMIT),
+        "value": str(index),
+    }
+
+
+def _full_list(choices: Choices, indexes: range) -> list[dict[str, Any]]:
+    """The options whose labels had to be cut, in full (within limits), under the controls."""
+    lines = [
+        f"*{index + 1}.* {cut_mrkdwn(choices.labels[index], _LISTED_OPTION_LIMIT)}"
+        for index in indexes
+        if slack_len(f"{index + 1}. {choices.labels[index]}") > _OPTION_LIMIT
+    ]
+    sections: list[str] = []
+    current = ""
+    shown = 0
+    for line in lines:
+        candidate = f"{current}\n{line}" if current else line
+        if slack_len(candidate) <= SECTION_LIMIT:
+            current = candidate
+            shown += 1
+            continue
+        if len(sections) + 1 == _MAX_LIST_SECTIONS:
+            break
+        sections.append(current)
+        current = line
+        shown += 1
+    if current:
+        sections.append(current)
+    blocks = [section(text) for text in sections]
+    if shown < len(lines):
+        blocks.append(context(f"{len(lines) - shown} more long options are not spelled out here."))
+    return blocks
+
+
+def _single_choice(record: InteractionRecord, choices: Choices, page: int) -> list[dict[str, Any]]:
+    if choices.as_buttons:
+        buttons = [
+            _button(label, suffixed(ACTION_OPTION, index), str(index))
+            for index, label in enumerate(choices.labels)
+        ]
+        return [_actions(record, "o", buttons)]
+    page = choices.clamp(page)
+    indexes = choices.page_range(page)
+    numbered = _numbered(choices, indexes)
+    count = len(choices.values)
+    select = {
+        "type": "static_select",
+        "action_id": ACTION_SELECT,
+        "placeholder": plain("Choose an option", _PLACEHOLDER_LIMIT),
+        "options": [_option(choices, index, numbered=numbered) for index in indexes],
+    }
+    elements: list[dict[str, Any]] = [select]
+    blocks: list[dict[str, Any]] = []
+    if choices.pages > 1:
+        if page > 0:
+            elements.append(_button("◀ Previous", suffixed(ACTION_MORE, page - 1), str(page - 1)))
+        if page + 1 < choices.pages:
+            later = choices.page_range(page + 1)
+            elements.append(
+                _button(
+                    f"Next: {later.start + 1}–{later.stop} ▶",
+                    suffixed(ACTION_MORE, page + 1),
+                    str(page + 1),
+                )
+            )
+        elements.append(_button(f"Search all {count} options…", ACTION_ANSWER, "search"))
+    blocks.append(_actions(record, f"s{page}", elements))
+    if choices.pages > 1:
+        blocks.append(context(f"Showing options {indexes.start + 1}–{indexes.stop} of {count}."))
+    if numbered:
+        blocks += _full_list(choices, indexes)
+    return blocks
+
+
+def _multi_choice(record: InteractionRecord, choices: Choices) -> list[dict[str, Any]]:
+    count = len(choices.values)
+    if count > PAGE_SIZE:
+        button = _button(f"Choose from {count} options…", ACTION_ANSWER, "form", "primary")
+        return [_actions(record, "a", [button])]
+    indexes = range(count)
+    numbered = _numbered(choices, indexes)
+    options = [_option(choices, index, numbered=numbered) for index in indexes]
+    picker: dict[str, Any]
+    if choices.as_checkboxes:
+        picker = {"type": "checkboxes", "action_id": ACTION_MULTI, "options": options}
+    else:
+        picker = {
+            "type": "multi_static_select",
+            "action_id": ACTION_MULTI,
+            "placeholder": plain("Choose options", _PLACEHOLDER_LIMIT),
+            "options": options,
+        }
+    submit = _button("Submit", ACTION_SUBMIT, "submit", "primary")
+    blocks = [_actions(record, "m", [picker, submit])]
+    if numbered:
+        blocks += _full_list(choices, indexes)
+    return blocks
+
+
+def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
+    if record.kind == "approval":
+        buttons = [
+            _button("Approve", ACTION_APPROVE, "approve", "primary"),
+            _button("Deny", ACTION_DENY, "deny", "danger"),
+            _button("Deny with reason…", ACTION_DENY_REASON, "deny_reason"),
+        ]
+        return [_actions(record, "a", buttons)]
+    if is_boolean(record):
+        yes, no = ("Confirm", "Cancel") if record.kind == "confirm" else ("Yes", "No")
+        buttons = [
+            _button(yes, ACTION_CONFIRM, "confirm", "primary"),
+            _button(no, ACTION_CANCEL, "cancel"),
+        ]
+        return [_actions(record, "a", buttons)]
+    choices = choices_of(record)
+    if choices is not None:
+        if choices.multiple:
+            return _multi_choice(record, choices)
+        return _single_choice(record, choices, page)
+    blocks = [_actions(record, "a", [_button("Answer", ACTION_ANSWER, "form", "primary")])]
+    if accepts_text_reply(record):
+        blocks.append(context("Or reply in this thread."))
+    return blocks
+
+
+def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
+    parts = []
+    if record.requester and record.kind != "approval":
+        parts.append(f"Requested by {mention(record.requester)}")
+    if record.expires_at > 0:
+        parts.append(f"Expires {date_token(record.expires_at)}")
+    return [context(" · ".join(parts))] if parts else []
+
+
+def render_card(record: InteractionRecord, *, page: int = 0) -> Message:
+    """The card for a pending interaction; `page` picks which hundred options a long list shows."""
+    blocks = summary_blocks(record, pending=True) + _controls(record, page) + _footer(record)
+    return {"text": fallback(record), "blocks": blocks}

@@ -1,0 +1,343 @@
+"""The form behind an Answer button: which inputs a schema needs, and reading them back.
+
+`form_fields` is the single plan both directions use: `render_modal` draws it and
+`answer_from_submission` reads the submitted view through it, so a block id always means the same
+field. Values read back are turned into the stored option or a typed value here; whether they
+satisfy the schema is `_validate`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Final, Literal
+
+from state._records import InteractionRecord
+
+from ._choices import PAGE_SIZE, Choices, choices_of
+from ._ids import block_id
+
+__all__ = [
+    "MAX_CHUNKS",
+    "Control",
+    "Field",
+    "FieldError",
+    "InputValue",
+    "form_fields",
+    "parse_text",
+    "read_field",
+    "selected_indexes",
+]
+
+Control = Literal["text", "json", "integer", "number", "date", "boolean", "select", "multi_select"]
+
+MAX_CHUNKS: Final = 90
+"""Select menus per modal (a modal holds 100 blocks); options past them are typed instead."""
+_MAX_PROPERTIES: Final = 90
+_WHOLE: Final = ""
+_INTEGER = re.compile(r"^[+-]?\d{1,30}$")
+_NUMBER = re.compile(r"^[+-]?(\d{1,30}(\.\d{0,30})?|\.\d{1,30})([eE][+-]?\d{1,3})?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(kw_only=True, frozen=True)
+class InputValue:
+    """What one input element of a submitted view holds, as Slack sent it."""
+
+    text: str | None = None
+    """A plain_text_input or number_input value."""
+    selected: tuple[str, ...] = ()
+    """Option values from a select, multi-select or checkboxes: indexes we rendered."""
+    date: str | None = None
+    """A datepicker's `selected_date`."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class Field:
+    """One input of the form."""
+
+    block_id: str
+    label: str
+    control: Control
+    required: bool
+    schema: dict[str, Any]
+    key: str
+    """The property this field fills in an object answer; `_WHOLE` ("") for the whole answer."""
+    choices: Choices | None = None
+    span: range = range(0)
+    """The indexes into `choices.values` this select offers (a chunk of at most 100)."""
+    typed: bool = False
+    """A text input for options past the last select chunk, matched against stored options."""
+
+    @property
+    def optional_in_slack(self) -> bool:
+        """Whether Slack may submit it empty: a choice split over several inputs is checked
+        as a whole when read back, not by Slack per input."""
+        if self.control == "boolean" or not self.required:
+            return True
+        return self.choices is not None and len(self.span) < len(self.choices.values)
+
+
+def _control(schema: dict[str, Any]) -> Control:
+    kind = schema.get("type")
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return "select"
+    if kind == "array":
+        items = schema.get("items")
+        if isinstance(items, dict) and isinstance(items.get("enum"), list) and items["enum"]:
+            return "multi_select"
+        return "json"
+    if kind == "boolean":
+        return "boolean"
+    if kind == "integer":
+        return "integer"
+    if kind == "number":
+        return "number"
+    if kind == "string":
+        return "date" if schema.get("format") == "date" else "text"
+    if not schema:
+        return "text"
+    return "json"
+
+
+def _schema_choices(schema: dict[str, Any], control: Control) -> Choices | None:
+    if control == "select":
+        return Choices(values=tuple(schema["enum"]), multiple=False)
+    if control == "multi_select":
+        return Choices(values=tuple(schema["items"]["enum"]), multiple=True)
+    return None
+
+
+def _choice_fields(
+    interaction_id: str, choices: Choices, *, key: str, label: str, required: bool, part: str
+) -> list[Field]:
+    control: Control = "multi_select" if choices.multiple else "select"
+    count = len(choices.values)
+    if count <= PAGE_SIZE:
+        return [
+            Field(
+                block_id=block_id(interaction_id, part),
+                label=label,
+                control=control,
+                required=required,
+                schema={},
+                key=key,
+                choices=choices,
+                span=range(count),
+            )
+        ]
+    # Over 100 options: one optional menu per hundred (each menu filters as you type), read
+    # back together, so every option stays reachable.
+    fields = [
+        Field(
+            block_id=block_id(interaction_id, f"{part}c{chunk}"),
+            label=f"{label} ({start + 1}–{min(start + PAGE_SIZE, count)} of {count})",
+            control=control,
+            required=required,
+            schema={},
+            key=key,
+            choices=choices,
+            span=range(start, min(start + PAGE_SIZE, count)),
+        )
+        for chunk, start in enumerate(range(0, min(count, MAX_CHUNKS * PAGE_SIZE), PAGE_SIZE))
+    ]
+    if count > MAX_CHUNKS * PAGE_SIZE:
+        fields.append(
+            Field(
+                block_id=block_id(interaction_id, f"{part}t"),
+                label=f"Or type an option not listed above ({count} in all)",
+                control="text",
+                required=required,
+                schema={},
+                key=key,
+                choices=choices,
+                span=range(MAX_CHUNKS * PAGE_SIZE, count),
+                typed=True,
+            )
+        )
+    return fields
+
+
+def _property_label(name: str, schema: dict[str, Any]) -> str:
+    title = schema.get("title")
+    return title if isinstance(title, str) and title.strip() else name
+
+
+def form_fields(record: InteractionRecord) -> list[Field]:
+    """The inputs that answer `record`, in display order."""
+    iid = record.interaction_id
+    schema = record.response_schema or {}
+    choices = choices_of(record)
+    if choices is not None:
+        return _choice_fields(
+            iid, choices, key=_WHOLE, label="Your answer", required=True, part="v"
+        )
+    properties = schema.get("properties")
+    if (
+        schema.get("type") == "object"
+        and isinstance(properties, dict)
+        and 0 < len(properties) <= _MAX_PROPERTIES
+        and all(isinstance(sub, dict) for sub in properties.values())
+    ):
+        required = schema.get("required")
+        required_names = set(required) if isinstance(required, list) else set()
+        fields: list[Field] = []
+        for index, (name, sub) in enumerate(properties.items()):
+            name = str(name)
+            control = _control(sub)
+            label = _property_label(name, sub)
+            sub_choices = _schema_choices(sub, control)
+            if sub_choices is not None:
+                fields += _choice_fields(
+                    iid,
+                    sub_choices,
+                    key=name,
+                    label=label,
+                    required=name in required_names,
+                    part=f"p{index}",
+                )
+                continue
+            fields.append(
+                Field(
+                    block_id=block_id(iid, f"p{index}"),
+                    label=label,
+                    control=control,
+                    required=name in required_names,
+                    schema=sub,
+                    key=name,
+                )
+            )
+        return fields
+    control = _control(schema)
+    label = _property_label("Your answer", schema)
+    sub_choices = _schema_choices(schema, control)
+    if sub_choices is not None:
+        return _choice_fields(iid, sub_choices, key=_WHOLE, label=label, required=True, part="v")
+    return [
+        Field(
+            block_id=block_id(iid, "v"),
+            label=label,
+            control=control,
+            required=control != "boolean",
+            schema=schema,
+            key=_WHOLE,
+        )
+    ]
+
+
+class FieldError(Exception):
+    """A field's input cannot be read as its type; the message is shown next to the field."""
+
+
+def parse_integer(text: str) -> int:
+    text = text.strip()
+    if not _INTEGER.match(text):
+        raise FieldError("Enter a whole number")
+    return int(text)
+
+
+def parse_number(text: str) -> int | float:
+    text = text.strip()
+    if not _NUMBER.match(text):
+        raise FieldError("Enter a number")
+    number = float(text)
+    if not math.isfinite(number):
+        raise FieldError("Enter a number")
+    if _INTEGER.match(text):
+        return int(text)
+    return number
+
+
+def parse_date(text: str) -> str:
+    text = text.strip()
+    try:
+        if not _DATE.match(text):
+            raise ValueError(text)
+        date.fromisoformat(text)
+    except ValueError:
+        raise FieldError("Enter a date as YYYY-MM-DD") from None
+    return text
+
+
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise FieldError("Enter valid JSON") from None
+
+
+def parse_text(control: Control, text: str) -> Any:
+    """A typed value from text, for the controls a person can type into."""
+    match control:
+        case "integer":
+            return parse_integer(text)
+        case "number":
+            return parse_number(text)
+        case "date":
+            return parse_date(text)
+        case "json":
+            return parse_json(text)
+        case "boolean":
+            lowered = text.strip().lower()
+            if lowered in ("yes", "y", "true"):
+                return True
+            if lowered in ("no", "n", "false"):
+                return False
+            raise FieldError("Answer yes or no")
+        case "text":
+            return text.strip()
+        case "select" | "multi_select":
+            raise FieldError("Choose from the options")
+
+
+def selected_indexes(field: Field, references: tuple[str, ...]) -> list[int]:
+    """The stored option indexes that `references` point at, refusing any outside the field."""
+    indexes: list[int] = []
+    for reference in references:
+        if not reference.isdigit() or len(reference) > 9 or int(reference) not in field.span:
+            raise FieldError("Choose one of the options")
+        if int(reference) not in indexes:
+            indexes.append(int(reference))
+    return indexes
+
+
+def _typed_indexes(field: Field, text: str) -> list[int]:
+    assert field.choices is not None
+    wanted = [line.strip().casefold() for line in text.splitlines() if line.strip()]
+    labels = field.choices.labels
+    found: list[int] = []
+    for line in wanted:
+        matches = [i for i in range(len(labels)) if labels[i].casefold() == line]
+        if not matches:
+            raise FieldError("No option is called that; pick from the menus above")
+        found.append(matches[0])
+    return found
+
+
+Reading = tuple[bool, Any]
+"""`(present, value)`; for choice fields the value is a list of stored option indexes."""
+
+
+def read_field(field: Field, value: InputValue | None) -> Reading:
+    """What `field` holds in a submission; raises `FieldError` for unreadable input."""
+    if field.choices is not None:
+        if value is None:
+            return False, []
+        if field.typed:
+            text = (value.text or "").strip()
+            return (True, _typed_indexes(field, text)) if text else (False, [])
+        indexes = selected_indexes(field, value.selected)
+        return bool(indexes), indexes
+    if field.control == "boolean":
+        return True, value is not None and "true" in value.selected
+    if value is None:
+        return False, None
+    if field.control == "date":
+        return (True, parse_date(value.date)) if value.date else (False, None)
+    entered = value.text
+    if entered is None or not entered.strip():
+        return False, None
+    return True, parse_text(field.control, entered)

@@ -1,0 +1,192 @@
+"""Modals: the form behind an Answer button, and the reason asked for when denying."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from state._records import InteractionRecord
+
+from ._answers import deny_reason_block_id
+from ._card import option_label
+from ._choices import CHECKBOX_MAX_OPTIONS
+from ._form import Field, form_fields
+from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL
+from ._summary import SECTION_LIMIT, main_text, section
+from ._text import cut, cut_mrkdwn, plain, slack_len, to_display
+
+__all__ = ["render_modal"]
+
+_TITLE_LIMIT: Final = 24
+_LABEL_LIMIT: Final = 2000
+_HINT_LIMIT: Final = 2000
+_PLACEHOLDER_LIMIT: Final = 150
+_INPUT_MAX: Final = 3000
+_SHORT_TEXT: Final = 150
+_OPTION_LIMIT: Final = 75
+
+
+def _numeric(value: Any, *, integer: bool) -> str | None:
+    """A schema bound as number_input wants it, or None when it cannot be one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value):
+        return None
+    if integer:
+        return str(math.ceil(value)) if isinstance(value, float) else str(value)
+    return to_display(value)
+
+
+def _text_input(field: Field) -> dict[str, Any]:
+    element: dict[str, Any] = {"type": "plain_text_input", "action_id": ACTION_INPUT}
+    min_length = field.schema.get("minLength")
+    max_length = field.schema.get("maxLength")
+    if isinstance(min_length, int) and 0 < min_length <= _INPUT_MAX:
+        element["min_length"] = min_length
+    if isinstance(max_length, int) and 0 < max_length <= _INPUT_MAX:
+        element["max_length"] = max_length
+    if field.control == "json" or not isinstance(max_length, int) or max_length > _SHORT_TEXT:
+        element["multiline"] = True
+    return element
+
+
+def _bounded_number(field: Field) -> dict[str, Any]:
+    integer = field.control == "integer"
+    element: dict[str, Any] = {
+        "type": "number_input",
+        "action_id": ACTION_INPUT,
+        "is_decimal_allowed": not integer,
+    }
+    low = _numeric(field.schema.get("minimum"), integer=integer)
+    high = _numeric(field.schema.get("maximum"), integer=integer)
+    if low is not None:
+        element["min_value"] = low
+    if high is not None and (low is None or float(high) >= float(low)):
+        element["max_value"] = high
+    return element
+
+
+def _choice_element(field: Field) -> dict[str, Any]:
+    choices = field.choices
+    assert choices is not None
+    numbered = any(slack_len(choices.labels[index]) > _OPTION_LIMIT for index in field.span)
+    options = [
+        {
+            "text": plain(option_label(choices, index, numbered=numbered), _OPTION_LIMIT),
+            "value": str(index),
+        }
+        for index in field.span
+    ]
+    if field.control == "select":
+        return {
+            "type": "static_select",
+            "action_id": ACTION_INPUT,
+            "placeholder": plain("Choose an option", _PLACEHOLDER_LIMIT),
+            "options": options,
+        }
+    if len(choices.values) <= CHECKBOX_MAX_OPTIONS:
+        return {"type": "checkboxes", "action_id": ACTION_INPUT, "options": options}
+    return {
+        "type": "multi_static_select",
+        "action_id": ACTION_INPUT,
+        "placeholder": plain("Choose options", _PLACEHOLDER_LIMIT),
+        "options": options,
+    }
+
+
+def _element(field: Field) -> dict[str, Any]:
+    if field.choices is not None and not field.typed:
+        return _choice_element(field)
+    match field.control:
+        case "integer" | "number":
+            return _bounded_number(field)
+        case "date":
+            return {"type": "datepicker", "action_id": ACTION_INPUT}
+        case "boolean":
+            yes = {"text": plain("Yes", _OPTION_LIMIT), "value": "true"}
+            return {"type": "checkboxes", "action_id": ACTION_INPUT, "options": [yes]}
+        case "text" | "json" | "select" | "multi_select":
+            return _text_input(field)
+
+
+def _hint(field: Field) -> str | None:
+    description = field.schema.get("description")
+    if isinstance(description, str) and description.strip():
+        return description
+    if field.control == "json":
+        return "Enter JSON."
+    if field.typed:
+        return "Type the option exactly as written; one per line to pick several."
+    return None
+
+
+def _input_block(field: Field) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "input",
+        "block_id": field.block_id,
+        "label": plain(field.label, _LABEL_LIMIT),
+        "element": _element(field),
+        "optional": field.optional_in_slack,
+    }
+    hint = _hint(field)
+    if hint is not None:
+        block["hint"] = plain(hint, _HINT_LIMIT)
+    return block
+
+
+def _view(
+    record: InteractionRecord,
+    *,
+    callback_id: str,
+    title: str,
+    submit: str,
+    blocks: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "private_metadata": record.interaction_id,
+        "title": plain(title, _TITLE_LIMIT),
+        "submit": plain(submit, _TITLE_LIMIT),
+        "close": plain("Cancel", _TITLE_LIMIT),
+        "blocks": blocks,
+    }
+
+
+def _deny_modal(record: InteractionRecord) -> dict[str, Any]:
+    tool = cut_mrkdwn(to_display(record.payload.get("tool", "?")), 200)
+    reason = {
+        "type": "input",
+        "block_id": deny_reason_block_id(record),
+        "label": plain("Reason", _LABEL_LIMIT),
+        "element": {
+            "type": "plain_text_input",
+            "action_id": ACTION_INPUT,
+            "multiline": True,
+            "min_length": 1,
+            "max_length": 2000,
+        },
+        "hint": plain("The agent is told this reason and carries on without the tool.", 200),
+    }
+    blocks = [section(f"Deny running `{tool}`?"), reason]
+    return _view(
+        record, callback_id=CALLBACK_DENY_MODAL, title="Deny request", submit="Deny", blocks=blocks
+    )
+
+
+def render_modal(record: InteractionRecord) -> dict[str, Any]:
+    """The modal view for `record` (for `views.open`): the answer form, or for an approval the
+    deny-with-reason form. `private_metadata` holds the interaction id."""
+    if record.kind == "approval":
+        return _deny_modal(record)
+    blocks: list[dict[str, Any]] = []
+    _, text = main_text(record)
+    if text is not None:
+        blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))
+    blocks += [_input_block(field) for field in form_fields(record)]
+    title = cut(record.kind.replace("_", " ").capitalize(), _TITLE_LIMIT)
+    if record.kind.startswith("ask_user"):
+        title = "Your answer"
+    return _view(
+        record, callback_id=CALLBACK_MODAL, title=title or "Answer", submit="Submit", blocks=blocks
+    )

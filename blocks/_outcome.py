@@ -1,0 +1,102 @@
+"""The card once its interaction is settled: answered, expired, superseded or cancelled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from state._records import InteractionRecord
+
+from ._card import Message, render_card
+from ._choices import is_boolean
+from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
+from ._text import cut_mrkdwn, date_token, json_code_block, mention, to_display
+
+__all__ = ["render", "render_answered", "render_closed"]
+
+_REASON_LIMIT = 1500
+
+
+def _when(unix: float | None) -> str:
+    return f" on {date_token(unix)}" if unix else ""
+
+
+def _approval_outcome(answer: Any) -> tuple[str, str | None]:
+    """(verb, reason) of an approval answer: `True`/`False` or `{"approved", "reason"}`."""
+    if isinstance(answer, dict):
+        approved = answer.get("approved") is True
+        reason = answer.get("reason")
+        return ("Approved" if approved else "Denied"), (
+            to_display(reason) if reason not in (None, "") else None
+        )
+    return ("Approved" if answer is True else "Denied"), None
+
+
+def _answer_text(answer: Any, room: int) -> str:
+    """The answer as readable, escaped mrkdwn within `room` characters."""
+    if isinstance(answer, list) and all(isinstance(item, str) for item in answer):
+        return cut_mrkdwn(", ".join(answer), room)
+    if isinstance(answer, dict | list):
+        return "\n" + json_code_block(answer, room - 1)
+    return cut_mrkdwn(to_display(answer), room)
+
+
+def _status_line(record: InteractionRecord) -> tuple[str, str]:
+    """`(line for the card, short suffix for the fallback text)`, both safe mrkdwn."""
+    who = mention(record.answered_by)
+    when = _when(record.answered_at)
+    if record.kind == "approval":
+        verb, reason = _approval_outcome(record.answer)
+        icon = "✅" if verb == "Approved" else "❌"
+        line = f"{icon} *{verb}* by {who}{when}"
+        if reason is not None:
+            line += f"\n*Reason:* {cut_mrkdwn(reason, _REASON_LIMIT)}"
+        return line, f" — {verb.lower()} by {who}"
+    if is_boolean(record) and isinstance(record.answer, bool):
+        if record.kind == "confirm":
+            verb = "Confirmed" if record.answer else "Cancelled"
+        else:
+            verb = "Answered *yes*" if record.answer else "Answered *no*"
+        icon = "✅" if record.answer else "✖️"
+        return f"{icon} {verb} by {who}{when}", f" — answered by {who}"
+    head = f"✅ Answered by {who}{when}: "
+    line = head + _answer_text(record.answer, SECTION_LIMIT - len(head) - 50)
+    return line, f" — answered by {who}"
+
+
+def render_answered(record: InteractionRecord) -> Message:
+    """The card after its answer: no controls, who answered what and when."""
+    if record.status != "answered":
+        raise ValueError(f"`render_answered` needs an answered record, got {record.status!r}")
+    line, suffix = _status_line(record)
+    blocks = [*summary_blocks(record, pending=False), section(line)]
+    return {"text": fallback(record, suffix), "blocks": blocks}
+
+
+def render_closed(record: InteractionRecord) -> Message:
+    """The card of an interaction that ended without an answer."""
+    match record.status:
+        case "expired":
+            when = _when(record.expires_at)
+            line = f"⌛ This request expired{when} without an answer."
+            suffix = " — expired"
+        case "superseded":
+            line = "↪️ This request was superseded: the conversation moved on without an answer."
+            suffix = " — superseded"
+        case "cancelled":
+            line = "🚫 This request was cancelled."
+            suffix = " — cancelled"
+        case "pending" | "answered":
+            raise ValueError(f"`render_closed` needs a closed record, got {record.status!r}")
+    blocks = [*summary_blocks(record, pending=False), section(line)]
+    return {"text": fallback(record, suffix), "blocks": blocks}
+
+
+def render(record: InteractionRecord, *, page: int = 0) -> Message:
+    """The card for `record` in whatever state it is in."""
+    match record.status:
+        case "pending":
+            return render_card(record, page=page)
+        case "answered":
+            return render_answered(record)
+        case "expired" | "superseded" | "cancelled":
+            return render_closed(record)

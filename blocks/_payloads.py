@@ -1,0 +1,244 @@
+"""Reading what Slack sends back when someone clicks a card or submits a modal.
+
+These payloads are untrusted: pydantic checks the few fields we read, with Slack's own size
+limits, and everything else is ignored. The result carries references (which control, which
+option index), never an answer; `_answers` turns a reference into the stored value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import InvalidAnswer
+from ._form import InputValue
+from ._ids import (
+    ACTION_ANSWER,
+    ACTION_DENY_REASON,
+    ACTION_INPUT,
+    ACTION_MORE,
+    ACTION_MULTI,
+    ActionName,
+    CallbackName,
+    parse_action_id,
+    parse_block_id,
+)
+
+__all__ = [
+    "CardAction",
+    "CardIntent",
+    "ModalSubmission",
+    "parse_block_action",
+    "parse_view_submission",
+]
+
+CardIntent = Literal["answer", "open_modal", "page", "selection"]
+"""What the app does with a click: resume with an answer, open a modal (`views.open`), show
+another page of options (`chat.update`), or nothing (a checkbox toggled before Submit)."""
+
+_INTENTS: Final[dict[ActionName, CardIntent]] = {
+    ACTION_ANSWER: "open_modal",
+    ACTION_DENY_REASON: "open_modal",
+    ACTION_MORE: "page",
+    ACTION_MULTI: "selection",
+}
+
+_Id = Annotated[str, Field(min_length=1, max_length=255)]
+_Short = Annotated[str, Field(max_length=3000)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _User(_Model):
+    id: _Id
+
+
+class _Channel(_Model):
+    id: _Id
+
+
+class _Container(_Model):
+    message_ts: _Id | None = None
+    channel_id: _Id | None = None
+    thread_ts: _Id | None = None
+
+
+class _Message(_Model):
+    ts: _Id
+    thread_ts: _Id | None = None
+
+
+class _Option(_Model):
+    value: Annotated[str, Field(max_length=2000)]
+
+
+class _Element(_Model):
+    """An element's state, or a clicked action: Slack uses the same fields for both."""
+
+    type: _Id | None = None
+    value: _Short | None = None
+    selected_option: _Option | None = None
+    selected_options: Annotated[list[_Option], Field(max_length=10_000)] | None = None
+    selected_date: Annotated[str, Field(max_length=32)] | None = None
+
+
+class _Action(_Element):
+    action_id: _Id
+    block_id: _Id
+
+
+class _State(_Model):
+    values: dict[str, dict[str, _Element]] = {}
+
+
+class _BlockActions(_Model):
+    type: Literal["block_actions"]
+    user: _User
+    actions: Annotated[list[_Action], Field(min_length=1, max_length=25)]
+    channel: _Channel | None = None
+    container: _Container | None = None
+    message: _Message | None = None
+    state: _State | None = None
+    trigger_id: _Id | None = None
+    response_url: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class _View(_Model):
+    id: _Id | None = None
+    callback_id: Literal["hb:modal", "hb:deny_modal"]
+    private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
+    state: _State = _State()
+
+
+class _ViewSubmission(_Model):
+    type: Literal["view_submission"]
+    user: _User
+    view: _View
+
+
+@dataclass(kw_only=True, frozen=True)
+class CardAction:
+    """One click on a card, as a reference to the pending interaction it belongs to."""
+
+    interaction_id: str
+    action: ActionName
+    """The base action id (`hb:option` for `hb:option:3`)."""
+    intent: CardIntent
+    value: str | None
+    """The reference the control sent: an option index, a page number, a button's name."""
+    selected: tuple[str, ...] = ()
+    """Option references ticked on the card: the multi-select's state when Submit is clicked."""
+    user_id: str
+    channel_id: str | None = None
+    message_ts: str | None = None
+    thread_ts: str | None = None
+    trigger_id: str | None = None
+    """Needed to open a modal; valid for 3 seconds."""
+    response_url: str | None = None
+
+
+@dataclass(kw_only=True, frozen=True)
+class ModalSubmission:
+    """A submitted modal: whose answer, and what each of our inputs held."""
+
+    interaction_id: str
+    callback_id: CallbackName
+    user_id: str
+    view_id: str | None = None
+    values: dict[str, InputValue] = field(default_factory=dict)
+    """By block id: the `hb:input` element of each input block."""
+
+
+def _input_value(element: _Element) -> InputValue:
+    selected: list[str] = []
+    if element.selected_option is not None:
+        selected.append(element.selected_option.value)
+    selected += [option.value for option in element.selected_options or ()]
+    return InputValue(text=element.value, selected=tuple(selected), date=element.selected_date)
+
+
+def _invalid(what: str, exc: ValidationError) -> InvalidAnswer:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "payload"
+    return InvalidAnswer(f"This {what} is not one handback can read ({where}: {first['msg']}).")
+
+
+def _model_input(payload: Any) -> Any:
+    if not isinstance(payload, dict):
+        raise InvalidAnswer("This Slack payload is not an object.")
+    return payload
+
+
+def parse_block_action(payload: dict[str, Any]) -> CardAction:
+    """The first `hb:` action of a `block_actions` payload; `InvalidAnswer` when there is none."""
+    try:
+        body = _BlockActions.model_validate(_model_input(payload))
+    except ValidationError as exc:
+        raise _invalid("click", exc) from None
+    for clicked in body.actions:
+        name = parse_action_id(clicked.action_id)
+        ids = parse_block_id(clicked.block_id)
+        if name is None or ids is None:
+            continue
+        interaction_id = ids[0]
+        value = clicked.value
+        if clicked.selected_option is not None:
+            value = clicked.selected_option.value
+        selected = _card_selection(body, interaction_id, clicked)
+        container = body.container or _Container()
+        message = body.message
+        return CardAction(
+            interaction_id=interaction_id,
+            action=name,
+            intent=_INTENTS.get(name, "answer"),
+            value=value,
+            selected=selected,
+            user_id=body.user.id,
+            channel_id=body.channel.id if body.channel else container.channel_id,
+            message_ts=message.ts if message else container.message_ts,
+            thread_ts=(message.thread_ts if message else None) or container.thread_ts,
+            trigger_id=body.trigger_id,
+            response_url=body.response_url,
+        )
+    raise InvalidAnswer("This button is not one of handback's.")
+
+
+def _card_selection(body: _BlockActions, interaction_id: str, clicked: _Action) -> tuple[str, ...]:
+    """The options ticked in this card's multi-select, from the message state Slack attaches."""
+    if clicked.selected_options is not None:
+        return tuple(option.value for option in clicked.selected_options)
+    if body.state is None:
+        return ()
+    selected: list[str] = []
+    for block, elements in body.state.values.items():
+        ids = parse_block_id(block)
+        if ids is None or ids[0] != interaction_id:
+            continue
+        for action_id, element in elements.items():
+            if parse_action_id(action_id) == ACTION_MULTI:
+                selected += _input_value(element).selected
+    return tuple(selected)
+
+
+def parse_view_submission(payload: dict[str, Any]) -> ModalSubmission:
+    """A `view_submission` of one of our modals; `InvalidAnswer` for anything else."""
+    try:
+        body = _ViewSubmission.model_validate(_model_input(payload))
+    except ValidationError as exc:
+        raise _invalid("form", exc) from None
+    values: dict[str, InputValue] = {}
+    for block, elements in body.view.state.values.items():
+        element = elements.get(ACTION_INPUT)
+        if element is not None:
+            values[block] = _input_value(element)
+    return ModalSubmission(
+        interaction_id=body.view.private_metadata,
+        callback_id=body.view.callback_id,
+        user_id=body.user.id,
+        view_id=body.view.id,
+        values=values,
+    )

@@ -1,0 +1,125 @@
+"""What a request is about, drawn the same way on a pending, answered or closed card."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from state._records import InteractionRecord
+
+from ._text import cut_mrkdwn, json_code_block, mention, plain, to_display
+
+__all__ = [
+    "HEADER_LIMIT",
+    "SECTION_LIMIT",
+    "context",
+    "fallback",
+    "header",
+    "main_text",
+    "section",
+    "summary_blocks",
+]
+
+SECTION_LIMIT: Final = 3000
+HEADER_LIMIT: Final = 150
+_FIELD_LIMIT: Final = 2000
+_MAX_FIELDS: Final = 10
+_TOOL_LIMIT: Final = 200
+_FALLBACK_LIMIT: Final = 300
+# The payload keys that usually hold the sentence a person should read first.
+_TEXT_KEYS: Final = ("question", "prompt", "message", "text", "action", "title", "description")
+
+
+def section(text: str) -> dict[str, Any]:
+    """A mrkdwn section; `text` must already be escaped and within `SECTION_LIMIT`."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": plain(text, HEADER_LIMIT)}
+
+
+def _title(record: InteractionRecord, *, pending: bool) -> str:
+    match record.kind:
+        case "approval":
+            return "Approval needed" if pending else "Approval request"
+        case "confirm":
+            return "Please confirm" if pending else "Confirmation"
+        case "ask_user" | "ask_user_multi":
+            return "Question"
+        case kind:
+            words = kind.replace("_", " ").strip() or "input"
+            return f"Request: {words}"
+
+
+def main_text(record: InteractionRecord) -> tuple[str | None, str | None]:
+    """`(key, text)` of the sentence the payload asks, if any."""
+    keys = ("tool",) if record.kind == "approval" else _TEXT_KEYS
+    for key in keys:
+        value = record.payload.get(key)
+        if isinstance(value, str) and value.strip():
+            return key, value
+    return None, None
+
+
+def _approval_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
+    tool = to_display(record.payload.get("tool", "?"))
+    lines = (
+        f"*Tool:* `{cut_mrkdwn(tool, _TOOL_LIMIT)}`\n*Requested by:* {mention(record.requester)}"
+    )
+    arguments = record.payload.get("arguments")
+    label = "*Arguments:*\n"
+    if arguments in (None, {}, []):
+        args_text = f"{label}_none_"
+    else:
+        args_text = label + json_code_block(arguments, SECTION_LIMIT - len(label))
+    return [section(lines), section(args_text)]
+
+
+def _payload_rest(record: InteractionRecord, skip: str | None) -> list[dict[str, Any]]:
+    hidden = {skip, "options"} if record.kind.startswith("ask_user") else {skip}
+    rest = {key: value for key, value in record.payload.items() if key not in hidden}
+    if not rest:
+        return []
+    scalar = all(
+        value is None or isinstance(value, str | int | float | bool) for value in rest.values()
+    )
+    if scalar and len(rest) <= _MAX_FIELDS:
+        fields = [
+            {
+                "type": "mrkdwn",
+                "text": cut_mrkdwn(str(key), 100).join(("*", "*\n"))
+                + cut_mrkdwn(to_display(value), _FIELD_LIMIT - 110),
+            }
+            for key, value in rest.items()
+        ]
+        return [{"type": "section", "fields": fields}]
+    return [section(json_code_block(rest, SECTION_LIMIT))]
+
+
+def summary_blocks(record: InteractionRecord, *, pending: bool) -> list[dict[str, Any]]:
+    """Header and content of the card, without controls or status (at most 3 blocks)."""
+    blocks = [header(_title(record, pending=pending))]
+    if record.kind == "approval":
+        return blocks + _approval_blocks(record)
+    key, text = main_text(record)
+    if text is not None:
+        blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))
+    if record.kind in ("confirm", "ask_user", "ask_user_multi") and text is not None:
+        return blocks
+    return blocks + _payload_rest(record, key)
+
+
+def fallback(record: InteractionRecord, suffix: str = "") -> str:
+    """The plain `text` of the message, which notifications show; `suffix` is safe mrkdwn."""
+    _, text = main_text(record)
+    title = _title(record, pending=record.status == "pending")
+    if record.kind == "approval":
+        tool = to_display(record.payload.get("tool", "?"))
+        subject = f"`{cut_mrkdwn(tool, _TOOL_LIMIT)}`"
+    else:
+        subject = cut_mrkdwn(text or "", _FALLBACK_LIMIT)
+    return (f"{title}: {subject}" if subject else title) + suffix

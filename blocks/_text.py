@@ -1,0 +1,108 @@
+"""Text for Block Kit: mrkdwn escaping, cutting to Slack's limits, mentions and dates.
+
+Slack counts some limits in UTF-16 code units, so lengths here are measured that way: it is never
+shorter than Python's code-point length, so a text that fits here fits in Slack too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, Final
+
+__all__ = [
+    "ELLIPSIS",
+    "cut",
+    "cut_mrkdwn",
+    "date_token",
+    "escape",
+    "json_code_block",
+    "mention",
+    "plain",
+    "slack_len",
+    "to_display",
+]
+
+ELLIPSIS: Final = "…"
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+# A cut must not leave half an entity such as "&am" behind.
+_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
+_FENCE = "```"
+
+
+def slack_len(text: str) -> int:
+    """The length Slack sees: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _prefix_within(text: str, units: int) -> str:
+    """The longest prefix of `text` that is at most `units` UTF-16 code units long."""
+    if slack_len(text) <= units:
+        return text
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:index]
+    return text
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` unchanged when it fits, else cut so that it ends in a visible ellipsis."""
+    if slack_len(text) <= limit:
+        return text
+    return _prefix_within(text, limit - 1).rstrip() + ELLIPSIS
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack parses in mrkdwn, so text cannot ping or link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut_mrkdwn(raw: str, limit: int) -> str:
+    """Escape `raw` for mrkdwn and cut the result to `limit`, never splitting an entity."""
+    escaped = escape(raw)
+    if slack_len(escaped) <= limit:
+        return escaped
+    head = _PARTIAL_ENTITY.sub("", _prefix_within(escaped, limit - 1))
+    return head.rstrip() + ELLIPSIS
+
+
+def plain(text: str, limit: int) -> dict[str, Any]:
+    """A plain_text object; Slack does not parse mentions or links in plain text."""
+    return {"type": "plain_text", "text": cut(text, limit) or " "}
+
+
+def mention(user: str | None) -> str:
+    """`<@U…>` for a real user id; anything else is shown as escaped text."""
+    if user is None or user == "":
+        return "someone"
+    if _USER_ID.match(user):
+        return f"<@{user}>"
+    return escape(cut(user, 80))
+
+
+def date_token(unix: float) -> str:
+    """A date Slack shows in the reader's time zone, with a UTC fallback."""
+    seconds = int(unix)
+    fallback = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{seconds}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def to_display(value: Any) -> str:
+    """A value as a person reads it: strings as they are, the rest as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def json_code_block(value: Any, limit: int) -> str:
+    """`value` as pretty JSON in a mrkdwn code block, escaped and cut to `limit` overall."""
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str, sort_keys=False)
+    # A fence inside the value would close the block early; a zero-width space breaks it.
+    text = text.replace(_FENCE, "`\u200b`\u200b`")
+    body = cut_mrkdwn(text, limit - 2 * len(_FENCE) - 2)
+    return f"{_FENCE}\n{body}\n{_FENCE}"

@@ -1,0 +1,31 @@
+"""handback's agent runtime: agents whose tools pause with `suspend()` and resume later."""
+
+from ._agent import Agent, AgentRun
+from ._errors import (
+    HandbackError,
+    InvalidResumeValue,
+    ResumeError,
+    RunAlreadyResumed,
+    RunNotFound,
+    RunNotPaused,
+    UnknownInteraction,
+    UsageError,
+)
+from ._suspend import Cancel, suspend
+from ._tool import Tool
+
+__all__ = [
+    "Agent",
+    "AgentRun",
+    "Cancel",
+    "HandbackError",
+    "InvalidResumeValue",
+    "ResumeError",
+    "RunAlreadyResumed",
+    "RunNotFound",
+    "RunNotPaused",
+    "Tool",
+    "UnknownInteraction",
+    "UsageError",
+    "suspend",
+]

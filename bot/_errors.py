@@ -1,0 +1,71 @@
+"""The exceptions handback raises.
+
+    HandbackError                 root of everything handback raises on purpose
+    ├── UsageError (TypeError)    the calling code is wrong: bad arguments, bad tool definitions
+    └── ResumeError               a resume was refused before any handler ran; the run is intact
+        ├── RunNotFound           no run with that `parent_id` in the store
+        ├── RunNotPaused          the parent ended (success, error, cancelled); nothing to resume
+        ├── RunAlreadyResumed     another resume claimed the parent first (`.resumed_by`)
+        ├── UnknownInteraction    an answer names an interaction the parent is not waiting for
+        └── InvalidResumeValue    an answer does not match its interaction's `response_schema`
+
+The pause itself is not an error: it is a `BaseException` private to the runtime, so that a tool's
+`except Exception:` cannot swallow it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HandbackError",
+    "InvalidResumeValue",
+    "ResumeError",
+    "RunAlreadyResumed",
+    "RunNotFound",
+    "RunNotPaused",
+    "UnknownInteraction",
+    "UsageError",
+]
+
+
+class HandbackError(Exception):
+    """Root of the errors handback raises."""
+
+
+class UsageError(HandbackError, TypeError):
+    """The API was called in a way that can never work; fix the calling code."""
+
+
+class ResumeError(HandbackError):
+    """A resume was refused before any handler ran; the parent run is still as it was."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunNotFound(ResumeError):
+    pass
+
+
+class RunNotPaused(ResumeError):
+    def __init__(self, message: str, *, run_id: str, status: str) -> None:
+        super().__init__(message, run_id=run_id)
+        self.status = status
+
+
+class RunAlreadyResumed(ResumeError):
+    def __init__(self, message: str, *, run_id: str, resumed_by: str | None) -> None:
+        super().__init__(message, run_id=run_id)
+        self.resumed_by = resumed_by
+
+
+class UnknownInteraction(ResumeError):
+    def __init__(self, message: str, *, run_id: str, interaction_id: str) -> None:
+        super().__init__(message, run_id=run_id)
+        self.interaction_id = interaction_id
+
+
+class InvalidResumeValue(ResumeError):
+    def __init__(self, message: str, *, run_id: str, interaction_id: str) -> None:
+        super().__init__(message, run_id=run_id)
+        self.interaction_id = interaction_id

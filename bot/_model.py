@@ -1,0 +1,151 @@
+"""How the runtime talks to a model: Chat Completions with tool calls, via the `openai` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ._errors import UsageError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["Model", "ModelResponse", "OpenAIModel", "ToolCall", "resolve_model"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """JSON text, exactly as the model produced it."""
+
+
+@dataclass(kw_only=True)
+class ModelResponse:
+    """One assistant turn: text, tool calls, or both."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message to append to the transcript."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+@runtime_checkable
+class Model(Protocol):
+    name: str
+
+    def respond(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool
+    ) -> AsyncIterator[str | ModelResponse]:
+        """Yield text deltas (when streaming), then exactly one `ModelResponse`."""
+        ...
+
+
+class OpenAIModel:
+    """Any OpenAI-compatible Chat Completions server; the SDK reads OPENAI_API_KEY/BASE_URL."""
+
+    def __init__(self, name: str, client: AsyncOpenAI | None = None) -> None:
+        self.name = name
+        self._client = client
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._client is None:
+            # Imported and built on first use so that agents on a FunctionModel never need a key.
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI()
+        return self._client
+
+    async def respond(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool
+    ) -> AsyncIterator[str | ModelResponse]:
+        extra: dict[str, Any] = {"tools": tools} if tools else {}
+        # The SDK's TypedDict overloads add nothing here: messages are plain dicts by design.
+        create: Any = self.client.chat.completions.create
+        if not stream:
+            completion = await create(
+                model=self.name,
+                messages=messages,
+                **extra,
+            )
+            choice = completion.choices[0].message
+            calls = [
+                ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
+                for c in (choice.tool_calls or [])
+                if c.type == "function"
+            ]
+            yield ModelResponse(
+                text=choice.content or "", tool_calls=calls, usage=_usage(completion.usage)
+            )
+            return
+        chunks = await create(
+            model=self.name,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            **extra,
+        )
+        text: list[str] = []
+        partial: dict[int, dict[str, str]] = {}
+        usage: dict[str, int] = {}
+        async for chunk in chunks:
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                text.append(delta.content)
+                yield delta.content
+            for call in delta.tool_calls or []:
+                slot = partial.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                if call.id:
+                    slot["id"] = call.id
+                if call.function is not None:
+                    slot["name"] += call.function.name or ""
+                    slot["arguments"] += call.function.arguments or ""
+        yield ModelResponse(
+            text="".join(text),
+            tool_calls=[ToolCall(**partial[index]) for index in sorted(partial)],
+            usage=usage,
+        )
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    return {
+        "prompt_tokens": int(usage.prompt_tokens or 0),
+        "completion_tokens": int(usage.completion_tokens or 0),
+        "total_tokens": int(usage.total_tokens or 0),
+    }
+
+
+def resolve_model(model: str | Model) -> Model:
+    if isinstance(model, str):
+        provider, sep, name = model.partition("/")
+        if not sep or provider != "openai" or not name:
+            raise UsageError(
+                f"model {model!r} is not supported: use 'openai/<model-name>' "
+                "(any OpenAI-compatible server via OPENAI_BASE_URL) or a bot.testing.FunctionModel"
+            )
+        return OpenAIModel(name)
+    if isinstance(model, Model):
+        return model
+    raise UsageError(f"model must be 'openai/<name>' or a Model, got {model!r}")

@@ -1,0 +1,118 @@
+"""`suspend()`: how a tool handler stops the run and waits for a person.
+
+A handler runs inside a `HandlerScope` that knows the answers accepted so far. `suspend()` derives
+the interaction id deterministically, returns the answer when there is one, and otherwise raises
+`Suspended`, a `BaseException`, so that a tool's `except Exception:` cannot swallow the pause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from state import PendingInteraction
+
+from ._schema import check_schema
+
+__all__ = ["Cancel", "Cancelled", "HandlerScope", "Suspended", "interaction_id", "suspend"]
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """An answer that ends the paused run `cancelled / cancelled`; no handler ever sees it."""
+
+    reason: str = "cancelled"
+
+
+class Suspended(BaseException):
+    """Raised by `suspend()` when no answer is available yet."""
+
+    def __init__(self, interaction: PendingInteraction) -> None:
+        super().__init__(interaction.interaction_id)
+        self.interaction = interaction
+
+
+class Cancelled(BaseException):
+    """Raised by `suspend()` when the answer is a `Cancel`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _canonical(payload: dict[str, Any]) -> str:
+    # sort_keys so that dict order never changes an id; default=str keeps exotic values hashable
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def interaction_id(path: str, payload: dict[str, Any], tool_call_id: str | None, index: int) -> str:
+    """A stable id from the handler path, payload, tool call and occurrence index."""
+    material = f"{path}\x1f{_canonical(payload)}\x1f{tool_call_id or ''}\x1f{index}"
+    return "int_" + hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+@dataclass(kw_only=True)
+class HandlerScope:
+    """What `suspend()` needs to know about the handler execution it is called from."""
+
+    path: str
+    name: str
+    tool_call_id: str | None
+    answers: dict[str, Any]
+    occurrences: dict[str, int] = field(default_factory=dict)
+    used: list[str] = field(default_factory=list)
+    """Answer ids this execution consumed; a run that pauses again must keep them."""
+
+    def suspend(
+        self, payload: dict[str, Any], kind: str, response_schema: dict[str, Any] | None
+    ) -> Any:
+        canonical = _canonical(payload)
+        index = self.occurrences.get(canonical, 0)
+        self.occurrences[canonical] = index + 1
+        iid = interaction_id(self.path, payload, self.tool_call_id, index)
+        if iid in self.answers:
+            answer = self.answers[iid]
+            if isinstance(answer, Cancel):
+                raise Cancelled(answer.reason)
+            self.used.append(iid)
+            return answer
+        check_schema(response_schema)
+        raise Suspended(
+            PendingInteraction(
+                interaction_id=iid,
+                kind=kind,
+                payload=payload,
+                response_schema=response_schema,
+                tool_call_id=self.tool_call_id,
+                runnable_path=self.path,
+                runnable_name=self.name,
+                runnable_type="Tool",
+                t0=int(time.time() * 1000),
+            )
+        )
+
+
+current_scope: ContextVar[HandlerScope | None] = ContextVar("handback_scope", default=None)
+
+
+def suspend(
+    payload: dict[str, Any],
+    *,
+    kind: str = "suspend",
+    response_schema: dict[str, Any] | None = None,
+) -> Any:
+    """Pause the run until a person answers; on resume, return the (validated) answer.
+
+    The handler re-executes from the top on resume, so call this before any side effect that
+    must not happen twice.
+    """
+    scope = current_scope.get()
+    if scope is None:
+        raise RuntimeError("suspend() was called outside a tool handler of a running agent")
+    if not isinstance(payload, dict):
+        raise TypeError(f"suspend() takes a dict payload, got {type(payload).__name__}")
+    return scope.suspend(payload, kind, response_schema)

@@ -1,0 +1,99 @@
+"""`Tool`: a handler the model may call, with a JSON Schema and validated arguments."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ._errors import UsageError
+
+__all__ = ["ApprovalRule", "Tool", "as_tool"]
+
+ApprovalRule = bool | Callable[..., bool]
+
+
+class ArgumentsError(ValueError):
+    """The model sent arguments the tool cannot take; the message goes back to the model."""
+
+
+class Tool:
+    """A handler (sync or async) exposed to the model as a function tool."""
+
+    def __init__(
+        self,
+        handler: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: ApprovalRule = False,
+    ) -> None:
+        if not callable(handler):
+            raise UsageError(f"Tool handler must be callable, got {handler!r}")
+        self.handler = handler
+        self.name: str = name or str(getattr(handler, "__name__", ""))
+        if not self.name or not self.name.replace("_", "a").replace("-", "a").isalnum():
+            raise UsageError(f"Tool name {self.name!r} must be letters, digits, `_` or `-`")
+        self.description = description or inspect.getdoc(handler) or ""
+        self.requires_approval = requires_approval
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self._arguments = _arguments_model(handler, self.name)
+        self.parameters = self._arguments.model_json_schema()
+        self.parameters.pop("title", None)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def spec(self) -> dict[str, Any]:
+        """The Chat Completions `tools` entry."""
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+    def parse_arguments(self, raw: str) -> dict[str, Any]:
+        """Validated keyword arguments from the model's JSON string, or `ArgumentsError`."""
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ArgumentsError("arguments must be a JSON object")
+        try:
+            model = self._arguments.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"`{'.'.join(str(p) for p in err['loc']) or 'arguments'}`: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ArgumentsError(problems) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        rule = self.requires_approval
+        if callable(rule):
+            return bool(rule(**arguments))
+        return bool(rule)
+
+
+def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:
+    try:
+        signature = inspect.signature(handler)
+        hints = get_type_hints(handler)
+    except (TypeError, ValueError, NameError) as exc:
+        raise UsageError(f"Cannot read the signature of tool `{name}`: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UsageError(f"Tool `{name}` cannot take *args or **kwargs (`{param.name}`)")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    return create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+def as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    return item if isinstance(item, Tool) else Tool(item)

@@ -1,0 +1,78 @@
+"""The events a run emits, as pydantic models that round-trip through JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+__all__ = [
+    "AnyEvent",
+    "BaseEvent",
+    "DeltaEvent",
+    "InteractionEvent",
+    "OutputEvent",
+    "RunStatus",
+    "StartEvent",
+    "event_adapter",
+]
+
+
+class BaseEvent(BaseModel):
+    type: str
+    run_id: str
+    path: str = ""
+
+
+class StartEvent(BaseEvent):
+    type: Literal["START"] = "START"
+    parent_id: str | None = None
+
+
+class DeltaEvent(BaseEvent):
+    """A piece of text streamed from the model."""
+
+    type: Literal["DELTA"] = "DELTA"
+    text: str
+
+
+class InteractionEvent(BaseEvent):
+    """A handler called `suspend()`: the seed's fields plus `run_id`."""
+
+    type: Literal["INTERACTION"] = "INTERACTION"
+    t0: int
+    interaction_id: str
+    kind: str
+    runnable_path: str
+    runnable_name: str
+    runnable_type: str
+    tool_call_id: str | None
+    payload: dict[str, Any]
+    response_schema: dict[str, Any] | None = None
+
+
+class RunStatus(BaseModel):
+    code: Literal["success", "error", "cancelled"]
+    reason: str | None = None
+    message: str | None = None
+
+
+class OutputEvent(BaseEvent):
+    """The last event of every run."""
+
+    type: Literal["OUTPUT"] = "OUTPUT"
+    parent_id: str | None = None
+    status: RunStatus
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    t0: int
+    t1: int
+    usage: dict[str, int] = Field(default_factory=dict)
+
+
+AnyEvent = Annotated[
+    StartEvent | DeltaEvent | InteractionEvent | OutputEvent, Field(discriminator="type")
+]
+event_adapter: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+"""Parses any event back from JSON: `event_adapter.validate_json(event.model_dump_json())`."""

@@ -1,0 +1,346 @@
+"""Answering interactions from Slack: clicks, modals and thread replies, each claimed once.
+
+A click is only a reference to a stored interaction. The interaction is looked up, checked
+(still pending, not expired, this person may answer, the answer is valid for what was offered),
+claimed atomically, shown as answered, and the run resumes once every interaction it waits for
+has an answer. Every refusal is an ephemeral message to the person and an audit entry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import blocks
+from blocks import CardAction, InvalidAnswer, ModalSubmission
+from state import AuditEntry, InteractionRecord, Store
+
+from ._chat import Chat
+from ._conversation import Conversations, Thread
+from ._policy import AnswerPolicy, GroupMembers
+
+__all__ = ["Answers", "Refusal", "SubmissionCheck"]
+
+log = logging.getLogger("handback.slack")
+
+Expire = Callable[[InteractionRecord], Awaitable[None]]
+
+
+class Refusal(Exception):
+    """Why a person's answer was not taken; the message is shown to them as is."""
+
+
+class SubmissionCheck:
+    """The outcome of validating a modal before acking it: inline errors, or an answer to claim."""
+
+    def __init__(
+        self,
+        *,
+        errors: dict[str, str] | None = None,
+        record: InteractionRecord | None = None,
+        answer: Any = None,
+        notice: str | None = None,
+    ) -> None:
+        self.errors = errors
+        self.record = record
+        self.answer = answer
+        self.notice = notice
+        """A refusal that cannot be shown inline (no input block): sent as an ephemeral."""
+
+
+class Answers:
+    """Turns what people do in Slack into claimed answers and resumed runs."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        chat: Chat,
+        conversations: Conversations,
+        policy: AnswerPolicy,
+        members: GroupMembers,
+        expire: Expire,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.chat = chat
+        self.conversations = conversations
+        self.policy = policy
+        self.members = members
+        self.expire = expire
+        self.clock = clock
+
+    # ---------------------------------------------------------------- checks
+
+    async def _pending(
+        self, interaction_id: str, user: str, *, channel: str | None
+    ) -> InteractionRecord:
+        """The pending interaction this person may answer, or a `Refusal` saying why not."""
+        record = await self.store.get_interaction(interaction_id)
+        if record is None:
+            raise Refusal("handback has no such request; this control cannot be used.")
+        if channel and record.channel and channel != record.channel:
+            raise Refusal("This control does not belong to a request in this channel.")
+        if record.status == "pending" and record.expires_at <= self.clock():
+            await self.expire(record)
+            record = await self.store.get_interaction(interaction_id) or record
+        if record.status != "pending":
+            raise Refusal(_closed_reason(record))
+        refusal = await self.policy.refusal(record, user, self.members)
+        if refusal is not None:
+            raise Refusal(refusal)
+        return record
+
+    async def _refuse(
+        self,
+        *,
+        user: str,
+        channel: str | None,
+        thread_ts: str | None,
+        reason: str,
+        interaction_id: str | None,
+        run_id: str | None = None,
+    ) -> None:
+        await self.store.audit(
+            AuditEntry(
+                at=self.clock(),
+                action="refused",
+                interaction_id=interaction_id,
+                run_id=run_id,
+                user=user,
+                detail=reason,
+            )
+        )
+        if channel:
+            await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts)
+        else:
+            log.info("refused %s for %s: %s", interaction_id, user, reason)
+
+    # ----------------------------------------------------------------- clicks
+
+    async def on_action(self, body: dict[str, Any]) -> None:
+        """Handle one `block_actions` payload (after the ack)."""
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or "") or None
+        try:
+            action = blocks.parse_block_action(body)
+        except InvalidAnswer as error:
+            await self._refuse(
+                user=user, channel=channel, thread_ts=None, reason=str(error), interaction_id=None
+            )
+            return
+        if action.intent == "selection":
+            return  # Ticking options only changes the card's state; Submit reads it.
+        record: InteractionRecord | None = None
+        try:
+            record = await self._pending(action.interaction_id, action.user_id, channel=channel)
+            if action.intent == "page":
+                await self._show_page(record, action)
+            elif action.intent == "open_modal":
+                await self._open_modal(record, action)
+            else:
+                answer = blocks.resolve_answer(record, action)
+                await self.accept(record, user=action.user_id, answer=answer)
+        except (Refusal, InvalidAnswer) as error:
+            await self._refuse(
+                user=action.user_id,
+                channel=action.channel_id or channel,
+                thread_ts=action.thread_ts,
+                reason=str(error),
+                interaction_id=action.interaction_id,
+                run_id=record.run_id if record else None,
+            )
+
+    async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
+        page = blocks.page_from_action(record, action)
+        if record.channel and record.message_ts:
+            card = blocks.render_card(record, page=page)
+            await self.chat.update(
+                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+            )
+
+    async def _open_modal(self, record: InteractionRecord, action: CardAction) -> None:
+        if not action.trigger_id:
+            raise InvalidAnswer("Slack sent no trigger to open the form with.")
+        if action.action == blocks.ACTION_DENY_REASON:
+            view = blocks.render_deny_modal(record)
+        else:
+            view = blocks.render_modal(record)
+        if not await self.chat.open_view(action.trigger_id, view):
+            raise Refusal("Slack did not open the form; please try again.")
+
+    # ----------------------------------------------------------------- modals
+
+    async def check_submission(self, body: dict[str, Any]) -> SubmissionCheck:
+        """Validate a `view_submission` before the ack, so errors can show inline."""
+        user = str((body.get("user") or {}).get("id") or "")
+        first_input = _first_input_block(body)
+        try:
+            submission: ModalSubmission = blocks.parse_view_submission(body)
+        except InvalidAnswer as error:
+            return self._inline(str(error), first_input)
+        record: InteractionRecord | None = None
+        try:
+            record = await self._pending(submission.interaction_id, user, channel=None)
+            answer = blocks.answer_from_submission(record, submission)
+        except Refusal as error:
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action="refused",
+                    interaction_id=submission.interaction_id,
+                    run_id=record.run_id if record else None,
+                    user=user,
+                    detail=str(error),
+                )
+            )
+            return self._inline(str(error), first_input)
+        except InvalidAnswer as error:
+            if error.errors:
+                return SubmissionCheck(errors=error.errors)
+            return self._inline(str(error), first_input)
+        return SubmissionCheck(record=record, answer=answer)
+
+    @staticmethod
+    def _inline(message: str, block_id: str | None) -> SubmissionCheck:
+        if block_id is None:
+            return SubmissionCheck(notice=message)
+        return SubmissionCheck(errors={block_id: message[:150]})
+
+    # ------------------------------------------------------------ thread replies
+
+    async def on_thread_reply(self, thread: Thread, *, user: str, text: str) -> bool:
+        """Answer the thread's pending free-text question with a reply; False if there is none."""
+        run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        if run_id is None:
+            return False
+        open_questions = [
+            record
+            for record in await self.store.run_interactions(run_id)
+            if record.status == "pending" and blocks.accepts_text_reply(record)
+        ]
+        if not open_questions:
+            return False
+        record = open_questions[0]
+        try:
+            record = await self._pending(record.interaction_id, user, channel=thread.channel)
+            answer = blocks.answer_from_text(record, text)
+        except (Refusal, InvalidAnswer) as error:
+            await self._refuse(
+                user=user,
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                reason=str(error),
+                interaction_id=record.interaction_id,
+                run_id=run_id,
+            )
+            return True
+        await self.accept(record, user=user, answer=answer)
+        return True
+
+    # ----------------------------------------------------------------- claiming
+
+    async def accept(self, record: InteractionRecord, *, user: str, answer: Any) -> None:
+        """Claim the interaction for this answer; the first answer wins, later ones are told."""
+        claim = await self.store.answer_interaction(
+            record.interaction_id, answer=answer, answered_by=user, now=self.clock()
+        )
+        stored = claim.record
+        if not claim.won or stored is None:
+            reason = _closed_reason(stored) if stored else "handback has no such request."
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=reason,
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+            )
+            return
+        await self.store.audit(
+            AuditEntry(
+                at=self.clock(),
+                action="answered",
+                interaction_id=stored.interaction_id,
+                run_id=stored.run_id,
+                user=user,
+                detail=_short_json(answer),
+            )
+        )
+        if stored.channel and stored.message_ts:
+            card = blocks.render_answered(stored)
+            await self.chat.update(
+                stored.channel, stored.message_ts, card["text"], blocks=card["blocks"]
+            )
+        await self.resume_if_complete(stored.run_id, working_ts=stored.message_ts)
+
+    async def resume_if_complete(self, run_id: str, *, working_ts: str | None = None) -> bool:
+        """Resume the run when every interaction it waits for is answered (the runtime claims
+        the run, so two processes racing here resume it once)."""
+        records = await self.store.run_interactions(run_id)
+        if not records or any(record.status != "answered" for record in records):
+            return False
+        first = records[0]
+        thread = Thread(
+            channel=first.channel,
+            thread_ts=first.thread_ts or first.message_ts or "",
+            requester=first.requester,
+        )
+        await self.conversations.resume(
+            run_id=run_id,
+            answers={record.interaction_id: record.answer for record in records},
+            thread=thread,
+            working_ts=working_ts,
+        )
+        return True
+
+    async def recover(self, *, scan: int = 1000) -> int:
+        """Resume runs whose interactions were all answered but that never resumed.
+
+        A crash between the claim and the resume leaves exactly that; the audit log names the
+        recently answered runs, and the run's own record says whether it was resumed.
+        """
+        run_ids: list[str] = []
+        for entry in await self.store.recent_audit(limit=scan):
+            if entry.action == "answered" and entry.run_id and entry.run_id not in run_ids:
+                run_ids.append(entry.run_id)
+        resumed = 0
+        for run_id in run_ids:
+            run = await self.store.load_run(run_id)
+            if run is None or run.status != "paused" or run.resumed_by is not None:
+                continue
+            log.info("recovering run %s: answered before a restart, never resumed", run_id)
+            if await self.resume_if_complete(run_id):
+                resumed += 1
+        return resumed
+
+
+def _closed_reason(record: InteractionRecord) -> str:
+    match record.status:
+        case "answered":
+            who = f"<@{record.answered_by}>" if record.answered_by else "someone"
+            return f"This was already answered by {who}."
+        case "expired":
+            return "This request expired, so it can no longer be answered."
+        case "superseded":
+            return "This request was closed because the conversation moved on."
+        case "cancelled":
+            return "This request was cancelled."
+        case "pending":
+            return "This request expired, so it can no longer be answered."
+
+
+def _first_input_block(body: dict[str, Any]) -> str | None:
+    view = body.get("view") or {}
+    for block in view.get("blocks") or []:
+        if isinstance(block, dict) and block.get("type") == "input" and block.get("block_id"):
+            return str(block["block_id"])
+    return None
+
+
+def _short_json(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 500 else text[:499] + "…"

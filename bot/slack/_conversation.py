@@ -1,0 +1,218 @@
+"""Runs in Slack threads: start, continue and resume the agent, and show what it did.
+
+A thread is a conversation. Each run's events become Slack messages: every `InteractionEvent` is
+stored as an `InteractionRecord` and posted as a card, and the final output is posted as a reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import blocks
+from state import AuditEntry, InteractionRecord, Store
+
+from .. import Agent, ResumeError, RunAlreadyResumed
+from .._agent import AgentRun
+from ..events import InteractionEvent, OutputEvent
+from ._chat import Chat, escape
+
+__all__ = ["Conversations", "Thread"]
+
+log = logging.getLogger("handback.slack")
+
+WORKING_REACTION = "hourglass_flowing_sand"
+
+
+@dataclass(kw_only=True, frozen=True)
+class Thread:
+    """Where a run talks: a channel, the thread's root ts, and who started the conversation."""
+
+    channel: str
+    thread_ts: str
+    requester: str | None = None
+
+
+class Conversations:
+    """Drives the agent for Slack threads and posts its cards and answers."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        store: Store,
+        chat: Chat,
+        ttl: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.chat = chat
+        self.ttl = ttl
+        self.clock = clock
+
+    async def start(self, thread: Thread, *, text: str, message_ts: str) -> None:
+        """A person's message: a new run, or the next turn of the thread's conversation."""
+        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
+        try:
+            try:
+                run = self.agent(prompt=text, parent_id=parent_id)
+                await self._drive(run, thread)
+            except RunAlreadyResumed:
+                await self.chat.post(
+                    thread.channel,
+                    "I'm still working on the last answer in this thread; "
+                    "send that again in a moment.",
+                    thread_ts=thread.thread_ts,
+                )
+                return
+            except Exception:
+                await self._failed(thread, "starting a run")
+                return
+            if parent_id is not None:
+                await self.close_pending(parent_id, status="superseded", user=thread.requester)
+        finally:
+            await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
+
+    async def resume(
+        self,
+        *,
+        run_id: str,
+        answers: dict[str, Any],
+        thread: Thread,
+        working_ts: str | None = None,
+    ) -> None:
+        """Resume a paused run with every answer it waits for; a lost race is not an error."""
+        if working_ts:
+            await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
+        try:
+            run = self.agent(parent_id=run_id, resume=answers)
+            await self._drive(run, thread)
+        except RunAlreadyResumed as error:
+            log.info("run %s was already resumed by %s", run_id, error.resumed_by)
+        except ResumeError as error:
+            log.warning("resume of run %s refused: %s", run_id, error)
+            await self.chat.post(
+                thread.channel,
+                "I could not continue with that answer, so this request is closed.",
+                thread_ts=thread.thread_ts,
+            )
+        except Exception:
+            await self._failed(thread, f"resuming run {run_id}")
+        finally:
+            if working_ts:
+                await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
+
+    async def _drive(self, run: AgentRun, thread: Thread) -> None:
+        interactions: list[InteractionEvent] = []
+        output: OutputEvent | None = None
+        async for event in run:
+            if isinstance(event, InteractionEvent):
+                interactions.append(event)
+            elif isinstance(event, OutputEvent):
+                output = event
+        if output is None:
+            raise RuntimeError("the run ended without an OutputEvent")
+        # The run is in the store by now, so the thread may point at it.
+        await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        if output.status.reason == "input_required":
+            await self._post_cards(output.run_id, interactions, thread)
+            return
+        await self.chat.post(thread.channel, _reply_text(output), thread_ts=thread.thread_ts)
+        if output.status.code == "error":
+            log.error("run %s ended in error: %s", output.run_id, output.error)
+
+    async def _post_cards(
+        self, run_id: str, events: list[InteractionEvent], thread: Thread
+    ) -> None:
+        now = self.clock()
+        records: list[InteractionRecord] = []
+        for event in events:
+            existing = await self.store.get_interaction(event.interaction_id)
+            record = InteractionRecord(
+                interaction_id=event.interaction_id,
+                run_id=run_id,
+                kind=event.kind,
+                payload=event.payload,
+                response_schema=event.response_schema,
+                tool_call_id=event.tool_call_id,
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                requester=thread.requester,
+                created_at=now,
+                expires_at=now + self.ttl,
+            )
+            if existing is not None and existing.status == "pending":
+                # Paused again on the same interaction: its card stays, the record moves on.
+                record.message_ts = existing.message_ts
+                record.created_at = existing.created_at
+                record.expires_at = existing.expires_at
+            records.append(record)
+        # Stored before the cards exist, so a click can never find an unknown interaction.
+        await self.store.add_interactions(records)
+        for record in records:
+            if record.message_ts:
+                continue
+            card = blocks.render_card(record)
+            ts = await self.chat.post(
+                thread.channel, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
+            )
+            if ts is None:
+                log.error("could not post the card of interaction %s", record.interaction_id)
+                continue
+            await self.store.set_message(record.interaction_id, channel=thread.channel, message_ts=ts)
+
+    async def close_pending(self, run_id: str, *, status: str, user: str | None) -> None:
+        """Close the run's still-pending interactions (superseded, cancelled) and their cards."""
+        for record in await self.store.run_interactions(run_id):
+            if record.status != "pending":
+                continue
+            claim = await self.store.close_interaction(
+                record.interaction_id,
+                status=status,  # type: ignore[arg-type]
+                now=self.clock(),
+            )
+            if not claim.won or claim.record is None:
+                continue
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action=status,  # type: ignore[arg-type]
+                    interaction_id=record.interaction_id,
+                    run_id=run_id,
+                    user=user,
+                )
+            )
+            await self.show_closed(claim.record)
+
+    async def show_closed(self, record: InteractionRecord) -> None:
+        if record.channel and record.message_ts:
+            card = blocks.render_closed(record)
+            await self.chat.update(
+                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+            )
+
+    async def _failed(self, thread: Thread, doing: str) -> None:
+        log.exception("failed while %s in %s/%s", doing, thread.channel, thread.thread_ts)
+        await self.chat.post(
+            thread.channel,
+            "Sorry, something went wrong on my side. The details are in the bot's log.",
+            thread_ts=thread.thread_ts,
+        )
+
+
+def _reply_text(output: OutputEvent) -> str:
+    status = output.status
+    if status.code == "success":
+        value = output.output
+        text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+        return escape(text) if text.strip() else "Done."
+    if status.code == "cancelled":
+        why = f" ({escape(status.message)})" if status.message else ""
+        return f"Stopped{why}."
+    return "Sorry, that did not work out: the run failed. The details are in the bot's log."

@@ -1,0 +1,96 @@
+"""Expiring interactions nobody answered in time: the card says so and the run is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from state import AuditEntry, InteractionRecord, Store
+
+from .. import Cancel
+from ._conversation import Conversations, Thread
+
+__all__ = ["EXPIRED_REASON", "Sweeper"]
+
+log = logging.getLogger("handback.slack")
+
+EXPIRED_REASON = "the request expired before anyone answered"
+
+
+class Sweeper:
+    """Finds due interactions and expires them; `run_until_idle()` is the test entry point."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        conversations: Conversations,
+        interval: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.conversations = conversations
+        self.interval = interval
+        self.clock = clock
+
+    async def expire(self, record: InteractionRecord) -> bool:
+        """Expire one interaction (once, atomically) and cancel its run; False if it was not
+        pending any more."""
+        now = self.clock()
+        claim = await self.store.close_interaction(
+            record.interaction_id, status="expired", now=now
+        )
+        if not claim.won or claim.record is None:
+            return False
+        closed = claim.record
+        await self.store.audit(
+            AuditEntry(
+                at=now,
+                action="expired",
+                interaction_id=closed.interaction_id,
+                run_id=closed.run_id,
+                detail=f"expired at {closed.expires_at:.0f}",
+            )
+        )
+        await self.conversations.show_closed(closed)
+        # The run cannot go on without this answer: its other questions close with it.
+        await self.conversations.close_pending(closed.run_id, status="cancelled", user=None)
+        thread = Thread(
+            channel=closed.channel,
+            thread_ts=closed.thread_ts or closed.message_ts or "",
+            requester=closed.requester,
+        )
+        await self.conversations.resume(
+            run_id=closed.run_id,
+            answers={closed.interaction_id: Cancel(EXPIRED_REASON)},
+            thread=thread,
+        )
+        return True
+
+    async def sweep(self) -> int:
+        """One pass over the interactions due now; how many were expired."""
+        expired = 0
+        for record in await self.store.due_interactions(self.clock()):
+            try:
+                if await self.expire(record):
+                    expired += 1
+            except Exception:
+                log.exception("could not expire interaction %s", record.interaction_id)
+        return expired
+
+    async def run_until_idle(self) -> int:
+        """Sweep until nothing is due; the total expired."""
+        total = 0
+        while count := await self.sweep():
+            total += count
+        return total
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.run_until_idle()
+            except Exception:
+                log.exception("the expiry sweep failed; trying again later")
+            await asyncio.sleep(self.interval)

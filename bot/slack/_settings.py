@@ -1,0 +1,186 @@
+"""The Slack app's configuration, read from the environment with pydantic-settings.
+
+Configuration is an untrusted edge: anything missing or malformed becomes a `ConfigError` whose
+message is one line naming the environment variable, so start-up never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .._errors import HandbackError
+
+__all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SLACK_ID = re.compile(r"^[UWS][A-Z0-9]+$")
+_STORE_SCHEMES = ("redis://", "rediss://", "unix://", "sqlite://")
+
+
+class ConfigError(HandbackError):
+    """A setting is missing or malformed; the message is one line that names it."""
+
+
+def _split_ids(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    for item in items:
+        if not isinstance(item, str) or not _SLACK_ID.match(item):
+            raise ValueError(
+                f"{item!r} is not a Slack user id (U…/W…) or user-group id (S…) in {name}"
+            )
+    return items
+
+
+class Settings(BaseSettings):
+    """Every setting the Slack app reads; the field name upper-cased is the variable's name."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore")
+
+    slack_bot_token: SecretStr
+    """The bot token (xoxb-) the Web API client uses."""
+    slack_signing_secret: SecretStr | None = None
+    """Verifies that requests come from Slack; required in HTTP mode."""
+    slack_app_token: SecretStr | None = None
+    """An app-level token (xapp-); when set the app connects over Socket Mode."""
+    slack_api_url: str = "https://slack.com/api/"
+    """The Web API base URL; tests and the playground point it at a local stand-in."""
+    openai_api_key: SecretStr | None = None
+    """Read by the `openai` SDK itself; checked here only so a missing key fails at start-up."""
+    openai_base_url: str | None = None
+    port: int = Field(default=3000, ge=1, le=65535)
+    """The HTTP port in HTTP mode (path `/slack/events`, plus `GET /healthz`)."""
+    host: str = "0.0.0.0"
+    handback_store: str = "sqlite:///handback.db"
+    """`redis://…` or `sqlite:///path` (relative to the working directory; four slashes for an
+    absolute path)."""
+    handback_approvers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Who may approve tool calls: user ids and/or user-group ids; empty means anyone."""
+    handback_tool_approvers: Annotated[dict[str, list[str]], NoDecode] = Field(
+        default_factory=dict
+    )
+    """Per-tool approvers as JSON, e.g. `{"deploy": ["S0OPS"]}`; replaces the general list."""
+    handback_answerers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Who may answer questions (ask_user, confirm, …); empty means anyone in the channel."""
+    handback_allow_self_approval: bool = False
+    """Whether the person who started a run may approve its tool calls."""
+    handback_interaction_ttl: Annotated[float, NoDecode] = 24 * 3600.0
+    """Seconds (or `30m`, `24h`, `7d`) before a pending interaction expires."""
+    handback_sweep_interval: Annotated[float, NoDecode] = 30.0
+    """How often expired interactions are looked for."""
+    handback_log_level: LogLevel = "INFO"
+
+    @field_validator("slack_bot_token")
+    @classmethod
+    def _bot_token(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().startswith("xoxb-"):
+            raise ValueError("must be a bot token starting with xoxb-")
+        return value
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value():
+            return None
+        if value is not None and not value.get_secret_value().startswith("xapp-"):
+            raise ValueError("must be an app-level token starting with xapp-")
+        return value
+
+    @field_validator("slack_signing_secret", "openai_api_key")
+    @classmethod
+    def _empty_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        return value if value is not None and value.get_secret_value() else None
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL such as https://slack.com/api/")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("handback_store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        if not value.lower().startswith(_STORE_SCHEMES):
+            raise ValueError("must be a redis://, rediss://, unix:// or sqlite:///path URL")
+        return value
+
+    @field_validator("handback_approvers", "handback_answerers", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> list[str]:
+        return _split_ids(value, "the list")
+
+    @field_validator("handback_tool_approvers", mode="before")
+    @classmethod
+    def _tool_ids(cls, value: Any) -> dict[str, list[str]]:
+        if isinstance(value, str):
+            if not value.strip():
+                return {}
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"is not JSON ({error.msg})") from None
+        if not isinstance(value, dict):
+            raise ValueError('must be a JSON object like {"deploy": ["U123", "S456"]}')
+        return {str(tool): _split_ids(ids, f"tool {tool!r}") for tool, ids in value.items()}
+
+    @field_validator("handback_interaction_ttl", "handback_sweep_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            match = _DURATION.match(str(value))
+            if match is None:
+                raise ValueError("must be seconds or a duration like 90s, 30m, 24h, 7d")
+            seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        if seconds <= 0:
+            raise ValueError("must be positive")
+        return seconds
+
+    @field_validator("handback_log_level", mode="before")
+    @classmethod
+    def _level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _mode(self) -> Settings:
+        if self.slack_app_token is None and self.slack_signing_secret is None:
+            raise ValueError(
+                "SLACK_SIGNING_SECRET is missing (needed in HTTP mode; "
+                "set SLACK_APP_TOKEN for Socket Mode instead)"
+            )
+        return self
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment; `ConfigError` names what is wrong."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise ConfigError(_one_line(error)) from None
+
+
+def _one_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if not loc:
+        return message
+    name = loc[0].upper()
+    if first["type"] == "missing":
+        return f"{name} is missing"
+    return f"{name} is invalid: {message}"

@@ -1,0 +1,45 @@
+"""Where handback keeps runs, pending interactions, threads and its audit log (Redis or SQLite)."""
+
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
+from ._open import open_store, store_from_url
+from ._protocol import AuditLog, ConversationStore, InteractionStore, RunStore, Store
+from ._records import (
+    AuditAction,
+    AuditEntry,
+    InteractionClaim,
+    InteractionRecord,
+    InteractionStatus,
+    PendingCall,
+    PendingInteraction,
+    RunClaim,
+    RunRecord,
+    RunStatus,
+)
+from ._redis import RedisStore
+from ._sqlite import SQLiteStore
+
+__all__ = [
+    "AuditAction",
+    "AuditEntry",
+    "AuditLog",
+    "ConversationStore",
+    "CorruptRecordError",
+    "InteractionClaim",
+    "InteractionRecord",
+    "InteractionStatus",
+    "InteractionStore",
+    "PendingCall",
+    "PendingInteraction",
+    "RedisStore",
+    "RunClaim",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "SQLiteStore",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "StoreURLError",
+    "open_store",
+    "store_from_url",
+]

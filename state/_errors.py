@@ -1,0 +1,34 @@
+"""The errors a store raises, apart from losing a claim (which is a normal result).
+
+```
+StoreError                      root of every store failure
+├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
+├── StoreClosedError            a store used after `aclose()` (developer mistake)
+└── CorruptRecordError          a stored value that does not read back as its record
+```
+"""
+
+from __future__ import annotations
+
+__all__ = ["CorruptRecordError", "StoreClosedError", "StoreError", "StoreURLError"]
+
+
+class StoreError(Exception):
+    """Root of the errors raised by `state`."""
+
+
+class StoreURLError(StoreError, ValueError):
+    """The store URL has an unknown scheme or a malformed path; credentials are masked."""
+
+
+class StoreClosedError(StoreError):
+    """The store was used after `aclose()`."""
+
+
+class CorruptRecordError(StoreError):
+    """A stored value is not valid JSON of the record it should be; `key` names where it lives."""
+
+    def __init__(self, key: str, kind: str, reason: str) -> None:
+        super().__init__(f"stored {kind} at `{key}` is corrupt: {reason}")
+        self.key = key
+        self.kind = kind

@@ -1,0 +1,93 @@
+"""Every Redis key name and every retention period of the stores, in one place.
+
+Both stores keep records for the same time: Redis through key TTLs, SQLite through a
+`keep_until` column that is pruned on open and by the periodic expiry sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "AUDIT_CAP",
+    "DEFAULT_PREFIX",
+    "DELIVERY_TTL",
+    "INTERACTION_GRACE",
+    "PRUNE_EVERY",
+    "RUN_TTL",
+    "THREAD_TTL",
+    "RedisKeys",
+    "interaction_ttl",
+]
+
+DAY = 24 * 3600
+
+DEFAULT_PREFIX = "hb:"
+"""Namespace of every key; a URL's `?prefix=` replaces it, so several apps can share a DB."""
+
+RUN_TTL = 30 * DAY
+"""A thread can be continued (or a paused run resumed) for a month after its last save; older
+conversations start afresh rather than keep a transcript in memory forever. Refreshed on save."""
+
+THREAD_TTL = RUN_TTL
+"""A thread points at its last run, so it lives exactly as long as that run does."""
+
+INTERACTION_GRACE = 7 * DAY
+"""An interaction outlives its `expires_at` by a week, so a late click still reads "expired"
+(not "unknown") and the expiry sweep has ample time to close it and cancel the run."""
+
+DELIVERY_TTL = 3600
+"""Slack retries an event three times within minutes; an hour covers every retry with margin."""
+
+AUDIT_CAP = 10_000
+"""The audit log keeps the newest entries only: it is for people reading recent activity."""
+
+PRUNE_EVERY = 3600
+"""SQLite has no TTLs, so expired rows are deleted at most this often (seconds)."""
+
+
+def interaction_ttl(expires_at: float, now: float) -> int:
+    """Seconds to keep an interaction: until it expires, plus the grace period."""
+    return max(int(expires_at - now), 0) + INTERACTION_GRACE
+
+
+@dataclass(frozen=True, slots=True)
+class RedisKeys:
+    """Key names under one prefix."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def run(self, run_id: str) -> str:
+        """Hash: `rec` (the run's JSON), `status`, and `resumed_by` once claimed."""
+        return f"{self.prefix}run:{run_id}"
+
+    @property
+    def interaction_prefix(self) -> str:
+        """Lua scripts that read many interactions append ids to this."""
+        return f"{self.prefix}ix:"
+
+    def interaction(self, interaction_id: str) -> str:
+        """Hash: `rec` (the JSON as added), `status`, `expires_at` and the fields set later."""
+        return f"{self.interaction_prefix}{interaction_id}"
+
+    def run_interactions(self, run_id: str) -> str:
+        """Sorted set of interaction ids scored by the order they were added to the run."""
+        return f"{self.prefix}run-ix:{run_id}"
+
+    @property
+    def due(self) -> str:
+        """Sorted set of pending interaction ids scored by `expires_at`."""
+        return f"{self.prefix}due"
+
+    def thread(self, channel: str, thread_ts: str) -> str:
+        """String: the id of the thread's last run."""
+        return f"{self.prefix}thread:{channel}:{thread_ts}"
+
+    def delivery(self, event_id: str) -> str:
+        """String set with NX: its existence means the event was already handled."""
+        return f"{self.prefix}event:{event_id}"
+
+    @property
+    def audit(self) -> str:
+        """List of audit entries' JSON, newest at the head, trimmed to `AUDIT_CAP`."""
+        return f"{self.prefix}audit"

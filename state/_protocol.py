@@ -1,0 +1,97 @@
+"""The storage boundaries the runtime and the Slack app depend on, one Protocol each."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from ._records import (
+    AuditEntry,
+    InteractionClaim,
+    InteractionRecord,
+    InteractionStatus,
+    RunClaim,
+    RunRecord,
+)
+
+__all__ = ["AuditLog", "ConversationStore", "InteractionStore", "RunStore", "Store"]
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Runs of the agent runtime: saved when they pause and when they end."""
+
+    async def save_run(self, run: RunRecord) -> None:
+        """Insert or replace the run (one round trip)."""
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        """One read; None when there is no such run."""
+
+    async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
+        """Atomically mark a paused, unclaimed run as resumed by `child_id` (one round trip).
+
+        Won only when the run exists, its status is `paused` and `resumed_by` is unset. A lost
+        claim returns the stored run unchanged, so the caller can name the winner.
+        """
+
+
+@runtime_checkable
+class InteractionStore(Protocol):
+    """Pending interactions with the place their card was posted."""
+
+    async def add_interactions(self, records: list[InteractionRecord]) -> None:
+        """Insert records; an id that already exists is replaced only while still pending."""
+
+    async def get_interaction(self, interaction_id: str) -> InteractionRecord | None: ...
+
+    async def run_interactions(self, run_id: str) -> list[InteractionRecord]:
+        """Every interaction of the run, in the order they were added."""
+
+    async def set_message(self, interaction_id: str, *, channel: str, message_ts: str) -> None:
+        """Record where the card was posted."""
+
+    async def answer_interaction(
+        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
+    ) -> InteractionClaim:
+        """Atomically move a pending, unexpired interaction to `answered` (one round trip).
+
+        Lost when it is missing, no longer pending, or `expires_at <= now`; the record comes back
+        as stored so the caller can say who answered or that it expired.
+        """
+
+    async def close_interaction(
+        self, interaction_id: str, *, status: InteractionStatus, now: float
+    ) -> InteractionClaim:
+        """Atomically move a pending interaction to `expired`, `superseded` or `cancelled`."""
+
+    async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
+        """Pending interactions whose `expires_at <= now`, oldest first."""
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Slack threads mapped to the last run, and delivered events seen once."""
+
+    async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None: ...
+
+    async def get_thread_run(self, channel: str, thread_ts: str) -> str | None: ...
+
+    async def first_delivery(self, event_id: str) -> bool:
+        """True the first time an event id is seen (atomic), False for every repeat."""
+
+
+@runtime_checkable
+class AuditLog(Protocol):
+    """An append-only record of answers, refusals and expiries."""
+
+    async def audit(self, entry: AuditEntry) -> None: ...
+
+    async def recent_audit(self, *, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
+
+
+@runtime_checkable
+class Store(RunStore, InteractionStore, ConversationStore, AuditLog, Protocol):
+    """Everything handback persists; `open_store(url)` returns one."""
+
+    async def aclose(self) -> None:
+        """Release connections; closing twice is fine."""

@@ -1,0 +1,133 @@
+"""The values the stores keep: runs, pending interactions, and audit entries.
+
+Plain dataclasses inside the process; the stores turn them into JSON (never pickle) and validate
+what they read back with pydantic, because a store read is an untrusted edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "AuditAction",
+    "AuditEntry",
+    "InteractionClaim",
+    "InteractionRecord",
+    "InteractionStatus",
+    "PendingCall",
+    "PendingInteraction",
+    "RunClaim",
+    "RunRecord",
+    "RunStatus",
+]
+
+RunStatus = Literal["paused", "success", "error", "cancelled"]
+InteractionStatus = Literal["pending", "answered", "expired", "superseded", "cancelled"]
+AuditAction = Literal["answered", "refused", "expired", "superseded", "cancelled", "resumed"]
+
+
+@dataclass(kw_only=True)
+class PendingInteraction:
+    """One `suspend()` (or approval) that is waiting for an answer."""
+
+    interaction_id: str
+    kind: str
+    payload: dict[str, Any]
+    response_schema: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    runnable_path: str = ""
+    runnable_name: str = ""
+    runnable_type: str = "tool"
+    t0: int = 0
+    """Unix ms at which the run suspended on it."""
+
+
+@dataclass(kw_only=True)
+class PendingCall:
+    """A tool call of the last model step that has no result yet."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
+    """The arguments exactly as the model sent them (a JSON string)."""
+
+
+@dataclass(kw_only=True)
+class RunRecord:
+    """Everything needed to resume or continue a run with a single store read."""
+
+    run_id: str
+    parent_id: str | None
+    agent_name: str
+    status: RunStatus
+    reason: str | None = None
+    """`input_required` for a paused run, `cancelled` for a cancelled one, else None."""
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """Chat Completions messages: system, user, assistant (with tool_calls) and tool results."""
+    pending_calls: list[PendingCall] = field(default_factory=list)
+    interactions: list[PendingInteraction] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Accepted answers by interaction id, accumulated along the chain of runs."""
+    usage: dict[str, int] = field(default_factory=dict)
+    t0: int = 0
+    t1: int | None = None
+    resumed_by: str | None = None
+    """The run id of the child that claimed this paused run; set once, atomically."""
+
+
+@dataclass(kw_only=True)
+class RunClaim:
+    """The outcome of claiming a paused run; losing is a normal result, not an exception."""
+
+    won: bool
+    run: RunRecord | None
+    """The run as stored (after the claim when won); None when no such run exists."""
+
+
+@dataclass(kw_only=True)
+class InteractionRecord:
+    """A pending interaction as people see it: where its card is and who may answer."""
+
+    interaction_id: str
+    run_id: str
+    kind: str
+    payload: dict[str, Any]
+    response_schema: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+    channel: str = ""
+    thread_ts: str | None = None
+    message_ts: str | None = None
+    requester: str | None = None
+    """The person whose message started the run (approvals may forbid self-approval)."""
+    status: InteractionStatus = "pending"
+    answer: Any = None
+    answered_by: str | None = None
+    answered_at: float | None = None
+    created_at: float = 0.0
+    expires_at: float = 0.0
+    """Unix seconds after which a pending interaction counts as expired."""
+
+
+@dataclass(kw_only=True)
+class InteractionClaim:
+    """The outcome of answering an interaction; only the first valid answer wins."""
+
+    won: bool
+    record: InteractionRecord | None
+    """The record as stored after the attempt; None when no such interaction exists."""
+
+
+@dataclass(kw_only=True)
+class AuditEntry:
+    """Who did what to which interaction, and when."""
+
+    at: float
+    action: AuditAction
+    interaction_id: str | None = None
+    run_id: str | None = None
+    user: str | None = None
+    detail: str = ""

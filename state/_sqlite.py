@@ -1,0 +1,481 @@
+"""The SQLite store: stdlib `sqlite3` in WAL mode, one connection driven from one worker thread.
+
+Every store call is one function run on the store's single worker thread, so calls from many
+tasks never interleave inside a transaction and the event loop never waits on the disk or on
+another process's write lock. Claims are single conditional `UPDATE`s (or `BEGIN IMMEDIATE`
+transactions), which SQLite serialises across processes sharing the file as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from ._codec import (
+    INTERACTION_OVERLAY,
+    decode_audit,
+    decode_interaction,
+    decode_run,
+    encode_answer,
+    encode_audit,
+    encode_interaction,
+    encode_run,
+)
+from ._errors import StoreClosedError, StoreError
+from ._keys import (
+    AUDIT_CAP,
+    DELIVERY_TTL,
+    PRUNE_EVERY,
+    RUN_TTL,
+    THREAD_TTL,
+    interaction_ttl,
+)
+from ._records import (
+    AuditEntry,
+    InteractionClaim,
+    InteractionRecord,
+    InteractionStatus,
+    RunClaim,
+    RunRecord,
+)
+from ._url import sqlite_path
+
+__all__ = ["SQLiteStore"]
+
+_T = TypeVar("_T")
+
+BUSY_TIMEOUT_MS = 5000
+"""How long a write waits for another process's write lock before failing."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    resumed_by TEXT,
+    rec TEXT NOT NULL,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_keep_until ON runs (keep_until);
+
+CREATE TABLE IF NOT EXISTS interactions (
+    interaction_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    rec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    answer TEXT,
+    answered_by TEXT,
+    answered_at REAL,
+    channel TEXT,
+    message_ts TEXT,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS interactions_due
+    ON interactions (expires_at, interaction_id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS interactions_keep_until ON interactions (keep_until);
+
+CREATE TABLE IF NOT EXISTS run_interactions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    interaction_id TEXT NOT NULL,
+    keep_until REAL NOT NULL,
+    UNIQUE (run_id, interaction_id)
+);
+CREATE INDEX IF NOT EXISTS run_interactions_keep_until ON run_interactions (keep_until);
+
+CREATE TABLE IF NOT EXISTS threads (
+    channel TEXT NOT NULL,
+    thread_ts TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    keep_until REAL NOT NULL,
+    PRIMARY KEY (channel, thread_ts)
+);
+CREATE INDEX IF NOT EXISTS threads_keep_until ON threads (keep_until);
+
+CREATE TABLE IF NOT EXISTS deliveries (
+    event_id TEXT PRIMARY KEY,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deliveries_keep_until ON deliveries (keep_until);
+
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    rec TEXT NOT NULL
+);
+"""
+
+_PRUNED = ("runs", "interactions", "run_interactions", "threads", "deliveries")
+
+_IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
+_SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
+
+_UPSERT_IX = """
+INSERT INTO interactions (interaction_id, run_id, rec, status, expires_at, keep_until)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    run_id = excluded.run_id, rec = excluded.rec, status = excluded.status,
+    expires_at = excluded.expires_at, keep_until = excluded.keep_until,
+    answer = NULL, answered_by = NULL, answered_at = NULL, channel = NULL, message_ts = NULL
+WHERE interactions.status = 'pending'
+"""
+
+_INDEX_IX = """
+INSERT INTO run_interactions (run_id, interaction_id, keep_until) VALUES (?, ?, ?)
+ON CONFLICT (run_id, interaction_id) DO UPDATE SET keep_until = excluded.keep_until
+"""
+
+# A late answer (`expires_at <= now`) matches no row and so changes nothing: the record stays
+# `pending` for the expiry sweep, which closes it and cancels its run.
+_ANSWER = f"""
+UPDATE interactions SET status = 'answered', answer = ?, answered_by = ?, answered_at = ?
+WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
+RETURNING {_IX_COLUMNS}
+"""
+
+_CLOSE = f"""
+UPDATE interactions SET status = ?, answered_at = ?
+WHERE interaction_id = ? AND status = 'pending'
+RETURNING {_IX_COLUMNS}
+"""
+
+_RUN_IX = f"""
+SELECT {", ".join(f"i.{name}" for name in ("interaction_id", "rec", *INTERACTION_OVERLAY))}
+FROM run_interactions AS r JOIN interactions AS i ON i.interaction_id = r.interaction_id
+WHERE r.run_id = ? AND i.run_id = ?
+ORDER BY r.seq
+"""
+
+_DUE = f"""
+SELECT {_IX_COLUMNS} FROM interactions
+WHERE status = 'pending' AND expires_at <= ?
+ORDER BY expires_at, interaction_id
+LIMIT ?
+"""
+
+_CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
+
+
+def _decode_ix(row: tuple[Any, ...]) -> InteractionRecord:
+    interaction_id = row[0]
+    return decode_interaction(
+        row[1],
+        key=f"interactions/{interaction_id}",
+        interaction_id=interaction_id,
+        overlay=dict(zip(INTERACTION_OVERLAY, row[2:], strict=True)),
+    )
+
+
+def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
+    """Run `work` holding the write lock from the start, so concurrent processes queue."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+class SQLiteStore:
+    """`Store` on an SQLite file (or `:memory:`); the schema is created on open.
+
+    `SQLiteStore(path)` opens it now; `SQLiteStore.from_url("sqlite:///handback.db")` reads an
+    SQLAlchemy-style URL. Use it as an async context manager or call `aclose()`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = str(path)
+        self._closed = False
+        self._last_prune = 0.0
+        try:
+            self._conn = sqlite3.connect(
+                self._path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
+        try:
+            self._setup()
+        except BaseException:
+            self._conn.close()
+            raise
+        # One worker: statements stay ordered, and the connection is never used by two threads.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="handback-sqlite")
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        return cls(sqlite_path(url))
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    def _setup(self) -> None:
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _transaction(conn, lambda: [conn.execute(s) for s in _SCHEMA.split(";") if s.strip()])
+        self._prune(time.time())
+
+    def _prune(self, now: float) -> None:
+        """Delete rows past their retention (the TTLs of `_keys`), as Redis would expire them."""
+        self._last_prune = now
+        conn = self._conn
+        _transaction(
+            conn,
+            lambda: [
+                conn.execute(f"DELETE FROM {table} WHERE keep_until < ?", (now,))
+                for table in _PRUNED
+            ],
+        )
+
+    async def __aenter__(self) -> Self:
+        self._live()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._conn.close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    def _live(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreClosedError(f"{self!r} is closed")
+        return self._conn
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._live()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, partial(work, conn))
+
+    # Runs
+
+    async def save_run(self, run: RunRecord) -> None:
+        """Insert or replace the run; a `resumed_by` already stored is kept (claims are final)."""
+        params = (
+            run.run_id,
+            run.status,
+            run.resumed_by or None,
+            encode_run(run).decode(),
+            time.time() + RUN_TTL,
+        )
+        await self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO runs (run_id, status, resumed_by, rec, keep_until)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+                " rec = excluded.rec, keep_until = excluded.keep_until,"
+                " resumed_by = coalesce(runs.resumed_by, excluded.resumed_by)",
+                params,
+            )
+        )
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        row = await self._call(
+            lambda conn: conn.execute(
+                "SELECT rec, resumed_by FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return decode_run(row[0], key=f"runs/{run_id}", run_id=run_id, resumed_by=row[1])
+
+    async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
+        if not child_id:
+            raise ValueError("`child_id` must be a non-empty run id")
+
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            # fetchall() steps the UPDATE to completion, which commits it and frees the lock.
+            rows = conn.execute(
+                "UPDATE runs SET resumed_by = ?"
+                " WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL"
+                " RETURNING rec, resumed_by",
+                (child_id, run_id),
+            ).fetchall()
+            if rows:
+                return True, rows[0]
+            return False, conn.execute(
+                "SELECT rec, resumed_by FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+
+        won, row = await self._call(claim)
+        if row is None:
+            return RunClaim(won=False, run=None)
+        run = decode_run(row[0], key=f"runs/{run_id}", run_id=run_id, resumed_by=row[1])
+        return RunClaim(won=won, run=run)
+
+    # Interactions
+
+    async def add_interactions(self, records: list[InteractionRecord]) -> None:
+        """Insert records; an id already stored is replaced only while it is still pending."""
+        if not records:
+            return
+        now = time.time()
+        rows = []
+        for record in records:
+            keep_until = now + interaction_ttl(record.expires_at, now)
+            rows.append(
+                (
+                    (
+                        record.interaction_id,
+                        record.run_id,
+                        encode_interaction(record).decode(),
+                        record.status,
+                        record.expires_at,
+                        keep_until,
+                    ),
+                    (record.run_id, record.interaction_id, max(keep_until, now + RUN_TTL)),
+                )
+            )
+
+        def add(conn: sqlite3.Connection) -> None:
+            for upsert, index in rows:
+                if conn.execute(_UPSERT_IX, upsert).rowcount:
+                    conn.execute(_INDEX_IX, index)
+
+        await self._call(lambda conn: _transaction(conn, partial(add, conn)))
+
+    async def get_interaction(self, interaction_id: str) -> InteractionRecord | None:
+        row = await self._call(lambda conn: conn.execute(_SELECT_IX, (interaction_id,)).fetchone())
+        return None if row is None else _decode_ix(row)
+
+    async def run_interactions(self, run_id: str) -> list[InteractionRecord]:
+        """The run's interactions in the order added; ids since re-added by a later run are not."""
+        rows = await self._call(lambda conn: conn.execute(_RUN_IX, (run_id, run_id)).fetchall())
+        return [_decode_ix(row) for row in rows]
+
+    async def set_message(self, interaction_id: str, *, channel: str, message_ts: str) -> None:
+        """Record where the card was posted; nothing happens when the interaction is gone."""
+        await self._call(
+            lambda conn: conn.execute(
+                "UPDATE interactions SET channel = ?, message_ts = ? WHERE interaction_id = ?",
+                (channel, message_ts, interaction_id),
+            )
+        )
+
+    async def answer_interaction(
+        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
+    ) -> InteractionClaim:
+        """Claim a pending interaction for `answered_by`.
+
+        Lost when missing, not pending, or `expires_at <= now`. A late answer changes nothing:
+        the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
+        and the expiry sweep remains the one place that closes it and cancels its run.
+        """
+        params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
+        return await self._claim_interaction(interaction_id, _ANSWER, params)
+
+    async def close_interaction(
+        self, interaction_id: str, *, status: InteractionStatus, now: float
+    ) -> InteractionClaim:
+        """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
+        if status not in _CLOSING:
+            raise ValueError(f"cannot close an interaction as {status!r}")
+        return await self._claim_interaction(interaction_id, _CLOSE, (status, now, interaction_id))
+
+    async def _claim_interaction(
+        self, interaction_id: str, update: str, params: tuple[Any, ...]
+    ) -> InteractionClaim:
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            rows = conn.execute(update, params).fetchall()
+            if rows:
+                return True, rows[0]
+            return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+
+        won, row = await self._call(claim)
+        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
+
+    async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
+        """Oldest first; this periodic call also prunes expired rows, at most once an hour."""
+        if limit <= 0:
+            return []
+        prune = time.time() - self._last_prune >= PRUNE_EVERY
+
+        def due(conn: sqlite3.Connection) -> list[Any]:
+            if prune:
+                self._prune(time.time())
+            return conn.execute(_DUE, (now, limit)).fetchall()
+
+        return [_decode_ix(row) for row in await self._call(due)]
+
+    # Conversations
+
+    async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None:
+        params = (channel, thread_ts, run_id, time.time() + THREAD_TTL)
+        await self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO threads (channel, thread_ts, run_id, keep_until) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (channel, thread_ts) DO UPDATE SET"
+                " run_id = excluded.run_id, keep_until = excluded.keep_until",
+                params,
+            )
+        )
+
+    async def get_thread_run(self, channel: str, thread_ts: str) -> str | None:
+        row = await self._call(
+            lambda conn: conn.execute(
+                "SELECT run_id FROM threads WHERE channel = ? AND thread_ts = ?",
+                (channel, thread_ts),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    async def first_delivery(self, event_id: str) -> bool:
+        """True the first time within `DELIVERY_TTL` (a row past it counts as unseen)."""
+        now = time.time()
+        changed = await self._call(
+            lambda conn: (
+                conn.execute(
+                    "INSERT INTO deliveries (event_id, keep_until) VALUES (?, ?)"
+                    " ON CONFLICT (event_id) DO UPDATE SET keep_until = excluded.keep_until"
+                    " WHERE deliveries.keep_until <= ?",
+                    (event_id, now + DELIVERY_TTL, now),
+                ).rowcount
+            )
+        )
+        return changed == 1
+
+    # Audit
+
+    async def audit(self, entry: AuditEntry) -> None:
+        rec = encode_audit(entry).decode()
+
+        def append(conn: sqlite3.Connection) -> None:
+            newest = conn.execute("INSERT INTO audit (rec) VALUES (?)", (rec,)).lastrowid
+            if newest is not None and newest > AUDIT_CAP:
+                conn.execute("DELETE FROM audit WHERE id <= ?", (newest - AUDIT_CAP,))
+
+        await self._call(lambda conn: _transaction(conn, partial(append, conn)))
+
+    async def recent_audit(self, *, limit: int = 100) -> list[AuditEntry]:
+        if limit <= 0:
+            return []
+        rows = await self._call(
+            lambda conn: conn.execute(
+                "SELECT id, rec FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        )
+        return [decode_audit(rec, key=f"audit/{row_id}") for row_id, rec in rows]

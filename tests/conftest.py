@@ -1,0 +1,80 @@
+"""Fixtures every area shares: the real Redis server and a store of each kind."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _redis_up() -> bool:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis; in CI a missing server fails the test instead of skipping it."""
+    if not _redis_up():
+        if IN_CI:
+            pytest.fail(f"Redis is not reachable at {REDIS_URL!r} and CI is set")
+        pytest.skip(f"Redis is not reachable at {REDIS_URL!r}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_store_url(redis_url: str) -> str:
+    """A Redis store URL with a prefix of its own, so concurrent tests never share keys."""
+    sep = "&" if "?" in redis_url else "?"
+    return f"{redis_url}{sep}prefix=hbtest-{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def sqlite_store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'handback.db'}"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Each test that takes this runs once per store kind."""
+    name = "sqlite_store_url" if request.param == "sqlite" else "redis_store_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[object]:
+    from state import open_store
+
+    async with open_store(store_url) as opened:
+        yield opened
+        await _drop_prefix(store_url)
+
+
+async def _drop_prefix(url: str) -> None:
+    """Delete the keys a Redis test made; SQLite files go with tmp_path."""
+    if not url.startswith("redis"):
+        return
+    import redis.asyncio as aioredis
+
+    prefix = url.split("prefix=", 1)[1]
+    client = aioredis.Redis.from_url(url.split("?", 1)[0])
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()

@@ -1,0 +1,85 @@
+"""Threads, de-duplicated deliveries and the audit log, against SQLite and Redis alike."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from state import AuditEntry, CorruptRecordError, RedisStore, SQLiteStore, Store
+
+
+async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
+    assert await store.get_thread_run("C1", "1.1") is None
+    await store.set_thread_run("C1", "1.1", "run-1")
+    await store.set_thread_run("C2", "1.1", "run-other")
+    assert await store.get_thread_run("C1", "1.1") == "run-1"
+    await store.set_thread_run("C1", "1.1", "run-2")
+    assert await store.get_thread_run("C1", "1.1") == "run-2"
+    assert await store.get_thread_run("C2", "1.1") == "run-other"
+    assert await store.get_thread_run("C1", "1.2") is None
+
+
+async def test_an_event_is_delivered_once(store: Store) -> None:
+    assert await store.first_delivery("Ev1")
+    assert not await store.first_delivery("Ev1")
+    assert await store.first_delivery("Ev2")
+
+
+async def test_twenty_concurrent_deliveries_of_one_event_pass_once(store: Store) -> None:
+    seen = await asyncio.gather(*(store.first_delivery("Ev-burst") for _ in range(20)))
+    assert sorted(seen) == [False] * 19 + [True]
+
+
+def entry(n: int) -> AuditEntry:
+    return AuditEntry(
+        at=1_700_000_000.5 + n,
+        action="answered",
+        interaction_id=f"ix-{n}",
+        run_id="run-1",
+        user="U1",
+        detail=f"chose «{n}»",
+    )
+
+
+async def test_audit_reads_newest_first_with_a_limit(store: Store) -> None:
+    assert await store.recent_audit() == []
+    for n in range(5):
+        await store.audit(entry(n))
+    await store.audit(AuditEntry(at=2e9, action="expired"))
+
+    recent = await store.recent_audit(limit=3)
+    assert recent == [AuditEntry(at=2e9, action="expired"), entry(4), entry(3)]
+    assert await store.recent_audit() == [AuditEntry(at=2e9, action="expired")] + [
+        entry(n) for n in reversed(range(5))
+    ]
+    assert await store.recent_audit(limit=0) == []
+
+
+async def test_a_corrupt_audit_entry_raises_an_error(store: Store, store_url: str) -> None:
+    await store.audit(entry(1))
+    if isinstance(store, RedisStore):
+        import redis.asyncio as aioredis
+
+        from state._keys import RedisKeys
+
+        client = aioredis.Redis.from_url(store_url.split("?", 1)[0])
+        await client.lset(RedisKeys(store.prefix).audit, 0, '{"at": "soon"}')
+        await client.aclose()
+    else:
+        import sqlite3
+
+        from state._url import sqlite_path
+
+        assert isinstance(store, SQLiteStore)
+        with sqlite3.connect(sqlite_path(store_url)) as conn:
+            conn.execute("UPDATE audit SET rec = '{\"at\": \"soon\"}'")
+        conn.close()
+    with pytest.raises(CorruptRecordError, match="audit"):
+        await store.recent_audit()
+
+
+async def test_the_store_satisfies_the_protocol_and_closes_twice(store: Store) -> None:
+    assert isinstance(store, Store)
+    await store.aclose()
+    await store.aclose()

@@ -1,0 +1,138 @@
+"""Opening stores from URLs, their lifecycle, and the package's public names."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import state
+from state import (
+    RedisStore,
+    SQLiteStore,
+    StoreClosedError,
+    StoreError,
+    StoreURLError,
+    open_store,
+)
+
+from .conftest import make_run
+
+
+def test_all_is_sorted_and_exported() -> None:
+    assert state.__all__ == sorted(state.__all__)
+    for name in state.__all__:
+        assert getattr(state, name) is not None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://user:hunter2@db/handback",
+        "redis-cluster://:hunter2@host",
+        "handback.db",
+        "sqlite:/relative.db",
+        "sqlite://relative.db",
+        "sqlite:///",
+        "sqlite:///x.db?mode=ro",
+    ],
+)
+async def test_a_bad_url_is_a_value_error_naming_it_without_its_password(url: str) -> None:
+    with pytest.raises(StoreURLError) as caught:
+        async with open_store(url):
+            pass
+    assert isinstance(caught.value, ValueError)
+    message = str(caught.value)
+    assert "hunter2" not in message
+    assert url.replace("hunter2", "***") in message
+
+
+async def test_a_redis_url_with_two_prefixes_is_refused() -> None:
+    with pytest.raises(StoreURLError, match="prefix"):
+        RedisStore.from_url("redis://127.0.0.1:6379/0?prefix=a:&prefix=b:")
+
+
+async def test_an_unreachable_redis_fails_at_open_without_its_password() -> None:
+    url = "redis://:hunter2@127.0.0.1:1/0"
+    with pytest.raises(StoreError, match="cannot reach Redis") as caught:
+        async with open_store(url):
+            pass
+    assert "hunter2" not in str(caught.value)
+
+
+async def test_redis_url_opens_a_redis_store_under_its_prefix(own_redis_url: str) -> None:
+    async with open_store(own_redis_url) as store:
+        assert isinstance(store, RedisStore)
+        assert store.prefix == own_redis_url.split("prefix=", 1)[1]
+        await store.save_run(make_run())
+        assert await store.load_run("run-1") == make_run()
+    async with open_store(own_redis_url + "x") as elsewhere:
+        assert await elsewhere.load_run("run-1") is None
+
+
+async def test_relative_sqlite_urls_are_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with open_store("sqlite:///sub.db") as store:
+        assert isinstance(store, SQLiteStore)
+        await store.save_run(make_run())
+    assert (tmp_path / "sub.db").is_file()
+
+
+async def test_absolute_sqlite_urls_keep_their_leading_slash(tmp_path: Path) -> None:
+    path = tmp_path / "abs.db"
+    assert path.is_absolute()
+    async with open_store(f"sqlite:///{path}") as store:
+        await store.save_run(make_run())
+    async with open_store(f"sqlite:///{path}") as store:
+        assert await store.load_run("run-1") == make_run()
+
+
+async def test_memory_sqlite_works_and_forgets(tmp_path: Path) -> None:
+    async with open_store("sqlite:///:memory:") as store:
+        await store.save_run(make_run())
+        assert await store.load_run("run-1") == make_run()
+    async with open_store("sqlite:///:memory:") as store:
+        assert await store.load_run("run-1") is None
+
+
+async def test_no_url_reads_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANDBACK_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+    async with open_store() as store:
+        await store.save_run(make_run())
+    assert (tmp_path / "env.db").is_file()
+
+
+async def test_no_url_and_no_environment_uses_handback_db_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HANDBACK_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    async with open_store() as store:
+        assert isinstance(store, SQLiteStore)
+    assert os.listdir(tmp_path) and (tmp_path / "handback.db").is_file()
+
+
+async def test_stores_are_context_managers_themselves(tmp_path: Path, own_redis_url: str) -> None:
+    async with SQLiteStore(tmp_path / "direct.db") as sqlite_store:
+        await sqlite_store.save_run(make_run())
+        assert await sqlite_store.load_run("run-1") == make_run()
+    async with RedisStore.from_url(own_redis_url) as redis_store:
+        await redis_store.save_run(make_run())
+        assert await redis_store.load_run("run-1") == make_run()
+
+
+async def test_use_after_close_fails_loudly(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        pass
+    await store.aclose()
+    with pytest.raises(StoreClosedError, match="closed"):
+        await store.load_run("run-1")
+    with pytest.raises(StoreClosedError):
+        await store.save_run(make_run())
+    with pytest.raises(StoreClosedError):
+        await store.first_delivery("Ev1")
