@@ -17,6 +17,7 @@ from ._form import (
     Field,
     FieldError,
     form_fields,
+    parse_index,
     parse_text,
     read_field,
     selected_indexes,
@@ -111,10 +112,10 @@ def page_from_action(record: InteractionRecord, action: CardAction) -> int:
     """The page of options an `hb:more` click asks for, checked against the stored options."""
     _same_interaction(record, action.interaction_id)
     choices = choices_of(record)
-    value = action.value or ""
-    if choices is None or not value.isdigit() or not 0 <= int(value) < choices.pages:
+    page = parse_index(action.value or "")
+    if choices is None or page is None or page >= choices.pages:
         raise InvalidAnswer("There is no such page of options.")
-    return int(value)
+    return page
 
 
 def deny_reason_block_id(record: InteractionRecord) -> str:
@@ -169,6 +170,8 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         group = [field for field in fields if field.key == key]
         choices = group[0].choices
         assert choices is not None
+        if any(field.block_id in errors for field in group):
+            continue
         if not chosen:
             if group[0].required:
                 errors[group[0].block_id] = "Choose an option"
@@ -177,7 +180,7 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         if choices.multiple:
             values[key] = [choices.values[index] for index in indexes]
         elif len(indexes) > 1:
-            for field in {field for field, _ in chosen}:
+            for field, _ in chosen:
                 errors[field.block_id] = "Choose only one option"
         else:
             values[key] = choices.values[indexes[0]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 from state._records import InteractionRecord
@@ -33,7 +34,7 @@ class Choices:
     multiple: bool
     """True when the answer is a list of options (`ask_user_multi`, array schemas)."""
 
-    @property
+    @cached_property
     def labels(self) -> tuple[str, ...]:
         return tuple(to_display(value) for value in self.values)
 

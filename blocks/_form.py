@@ -27,6 +27,7 @@ __all__ = [
     "FieldError",
     "InputValue",
     "form_fields",
+    "parse_index",
     "parse_text",
     "read_field",
     "selected_indexes",
@@ -38,9 +39,11 @@ MAX_CHUNKS: Final = 90
 """Select menus per modal (a modal holds 100 blocks); options past them are typed instead."""
 _MAX_PROPERTIES: Final = 90
 _WHOLE: Final = ""
-_INTEGER = re.compile(r"^[+-]?\d{1,30}$")
-_NUMBER = re.compile(r"^[+-]?(\d{1,30}(\.\d{0,30})?|\.\d{1,30})([eE][+-]?\d{1,3})?$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+_NUMBER = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# ASCII only: `int("١")` is 1, and a reference must look exactly like one we rendered.
+_INDEX = re.compile(r"(0|[1-9][0-9]{0,8})")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -234,19 +237,19 @@ class FieldError(Exception):
 
 def parse_integer(text: str) -> int:
     text = text.strip()
-    if not _INTEGER.match(text):
+    if not _INTEGER.fullmatch(text):
         raise FieldError("Enter a whole number")
     return int(text)
 
 
 def parse_number(text: str) -> int | float:
     text = text.strip()
-    if not _NUMBER.match(text):
+    if not _NUMBER.fullmatch(text):
         raise FieldError("Enter a number")
     number = float(text)
     if not math.isfinite(number):
         raise FieldError("Enter a number")
-    if _INTEGER.match(text):
+    if _INTEGER.fullmatch(text):
         return int(text)
     return number
 
@@ -254,7 +257,7 @@ def parse_number(text: str) -> int | float:
 def parse_date(text: str) -> str:
     text = text.strip()
     try:
-        if not _DATE.match(text):
+        if not _DATE.fullmatch(text):
             raise ValueError(text)
         date.fromisoformat(text)
     except ValueError:
@@ -293,14 +296,20 @@ def parse_text(control: Control, text: str) -> Any:
             raise FieldError("Choose from the options")
 
 
+def parse_index(reference: str) -> int | None:
+    """The option index or page number a control sent, if it is one we could have rendered."""
+    return int(reference) if _INDEX.fullmatch(reference) else None
+
+
 def selected_indexes(field: Field, references: tuple[str, ...]) -> list[int]:
     """The stored option indexes that `references` point at, refusing any outside the field."""
     indexes: list[int] = []
     for reference in references:
-        if not reference.isdigit() or len(reference) > 9 or int(reference) not in field.span:
+        index = parse_index(reference)
+        if index is None or index not in field.span:
             raise FieldError("Choose one of the options")
-        if int(reference) not in indexes:
-            indexes.append(int(reference))
+        if index not in indexes:
+            indexes.append(index)
     return indexes
 
 

@@ -116,7 +116,7 @@ def summary_blocks(record: InteractionRecord, *, pending: bool) -> list[dict[str
 def fallback(record: InteractionRecord, suffix: str = "") -> str:
     """The plain `text` of the message, which notifications show; `suffix` is safe mrkdwn."""
     _, text = main_text(record)
-    title = _title(record, pending=record.status == "pending")
+    title = cut_mrkdwn(_title(record, pending=record.status == "pending"), HEADER_LIMIT)
     if record.kind == "approval":
         tool = to_display(record.payload.get("tool", "?"))
         subject = f"`{cut_mrkdwn(tool, _TOOL_LIMIT)}`"

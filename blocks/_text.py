@@ -25,9 +25,9 @@ __all__ = [
 ]
 
 ELLIPSIS: Final = "…"
-_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+_USER_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 # A cut must not leave half an entity such as "&am" behind.
-_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
+_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}\Z")
 _FENCE = "```"
 
 
@@ -78,7 +78,7 @@ def mention(user: str | None) -> str:
     """`<@U…>` for a real user id; anything else is shown as escaped text."""
     if user is None or user == "":
         return "someone"
-    if _USER_ID.match(user):
+    if _USER_ID.fullmatch(user):
         return f"<@{user}>"
     return escape(cut(user, 80))
 

@@ -212,6 +212,12 @@ class AgentRun:
 
         yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=agent.name)
         if cancel_reason is not None:
+            # Close every open call so that a follow-up can continue from a valid transcript.
+            run.transcript += [
+                _tool_message(c.tool_call_id, f"Cancelled: {cancel_reason}")
+                for c in run.pending_calls
+            ]
+            run.pending_calls, run.answers = [], {}
             yield await self._finish(
                 store, run, "cancelled", reason="cancelled", message=cancel_reason
             )

@@ -24,6 +24,7 @@ __all__ = [
     "encode_audit",
     "encode_interaction",
     "encode_run",
+    "text",
 ]
 
 _RUN = TypeAdapter(RunRecord)
@@ -38,7 +39,8 @@ _T = TypeVar("_T")
 Raw = bytes | str
 
 
-def _text(value: object) -> str:
+def text(value: object) -> str:
+    """A value the store returned as bytes or text, as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -64,7 +66,7 @@ def decode_run(data: Raw, *, key: str, run_id: str, resumed_by: Raw | None) -> R
     if run.run_id != run_id:
         raise CorruptRecordError(key, "run", f"it holds run {run.run_id!r}")
     if resumed_by is not None:
-        run.resumed_by = _text(resumed_by)
+        run.resumed_by = text(resumed_by)
     return run
 
 
@@ -95,9 +97,9 @@ def decode_interaction(
             if name == "answer":
                 fields[name] = pydantic_core.from_json(value)  # type: ignore[arg-type]
             elif name == "answered_at":
-                fields[name] = float(_text(value))
+                fields[name] = float(text(value))
             else:
-                fields[name] = _text(value)
+                fields[name] = text(value)
         record = _INTERACTION.validate_python(fields)
     except (ValidationError, ValueError) as exc:
         raise CorruptRecordError(key, "interaction", _reason(exc)) from exc

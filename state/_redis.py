@@ -25,6 +25,7 @@ from ._codec import (
     encode_audit,
     encode_interaction,
     encode_run,
+    text,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
@@ -44,7 +45,7 @@ from ._records import (
     RunClaim,
     RunRecord,
 )
-from ._url import mask_url
+from ._url import mask_url, store_kind
 
 __all__ = ["RedisStore"]
 
@@ -109,8 +110,8 @@ _ANSWER = (
     + """
 local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
 if not v[1] then return {0} end
-local won = 0
-if v[1] == 'pending' and tonumber(v[2]) > tonumber(ARGV[4]) then
+local won, expires_at = 0, tonumber(v[2])
+if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
              'answered_by', ARGV[3], 'answered_at', ARGV[4])
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -169,10 +170,6 @@ return out
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class RedisStore:
     """`Store` on Redis (redis-py's asyncio client); every call is one round trip.
 
@@ -207,9 +204,9 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str) -> Self:
         """`redis://`, `rediss://` or `unix://`, with an optional `?prefix=` (default `hb:`)."""
-        parts = urlsplit(url)
-        if parts.scheme not in {"redis", "rediss", "unix"}:
+        if store_kind(url) != "redis":
             raise StoreURLError(f"`{mask_url(url)}` is not a redis://, rediss:// or unix:// URL")
+        parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
         prefixes = [value for name, value in query if name == "prefix"]
         if len(prefixes) > 1 or (prefixes and not prefixes[0]):
@@ -297,7 +294,7 @@ class RedisStore:
         )
 
     def _decode_many(self, reply: Sequence[Any]) -> list[InteractionRecord]:
-        return [self._decode_ix(_text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        return [self._decode_ix(text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
 
     async def add_interactions(self, records: list[InteractionRecord]) -> None:
         """Insert records; an id already stored is replaced only while it is still pending."""
@@ -397,7 +394,7 @@ class RedisStore:
 
     async def get_thread_run(self, channel: str, thread_ts: str) -> str | None:
         value = await self._live().get(self._keys.thread(channel, thread_ts))
-        return None if value is None else _text(value)
+        return None if value is None else text(value)
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time within `DELIVERY_TTL`; SET NX makes concurrent repeats False."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,10 +37,13 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-def redis_store_url(redis_url: str) -> str:
-    """A Redis store URL with a prefix of its own, so concurrent tests never share keys."""
+def redis_store_url(redis_url: str) -> Iterator[str]:
+    """A Redis store URL with a prefix of its own, so concurrent tests never share keys;
+    whatever a test wrote under it is deleted afterwards, whoever opened the store."""
     sep = "&" if "?" in redis_url else "?"
-    return f"{redis_url}{sep}prefix=hbtest-{uuid.uuid4().hex[:12]}:"
+    url = f"{redis_url}{sep}prefix=hbtest-{uuid.uuid4().hex[:12]}:"
+    yield url
+    _drop_prefix(url)
 
 
 @pytest.fixture
@@ -61,20 +64,16 @@ async def store(store_url: str) -> AsyncIterator[object]:
 
     async with open_store(store_url) as opened:
         yield opened
-        await _drop_prefix(store_url)
 
 
-async def _drop_prefix(url: str) -> None:
-    """Delete the keys a Redis test made; SQLite files go with tmp_path."""
-    if not url.startswith("redis"):
-        return
-    import redis.asyncio as aioredis
+def _drop_prefix(url: str) -> None:
+    import redis
 
     prefix = url.split("prefix=", 1)[1]
-    client = aioredis.Redis.from_url(url.split("?", 1)[0])
+    client = redis.Redis.from_url(url.split("?", 1)[0])
     try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        keys = list(client.scan_iter(match=f"{prefix}*"))
         if keys:
-            await client.delete(*keys)
+            client.delete(*keys)
     finally:
-        await client.aclose()
+        client.close()

@@ -130,6 +130,7 @@ class PageServer:
         app = web.Application()
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/favicon.ico", self._no_icon)
         app.router.add_get("/api/state", self._state)
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/messages", self._post_message)
@@ -172,6 +173,9 @@ class PageServer:
 
     async def _index(self, request: web.Request) -> web.Response:
         return self._file("playground.html")
+
+    async def _no_icon(self, request: web.Request) -> web.Response:
+        return web.Response(status=204)
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
@@ -268,7 +268,9 @@ class LocalSlack:
             if m.channel == channel and (m.ts == thread_ts or m.thread_ts == thread_ts)
         ]
 
-    def bot_messages(self, channel: str | None = None, thread_ts: str | None = None) -> list[Message]:
+    def bot_messages(
+        self, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[Message]:
         return [
             m
             for m in self.messages
@@ -302,7 +304,7 @@ class LocalSlack:
 
     # ------------------------------------------------------------------- changes
 
-    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 10.0) -> T:
+    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 10.0) -> T:  # noqa: ASYNC109
         """Wait until `predicate()` is truthy (re-checked on every change) and return its value."""
         async with asyncio.timeout(timeout):
             async with self._condition:
@@ -334,7 +336,7 @@ class LocalSlack:
 
     # ---------------------------------------------------------------- lifecycle
 
-    async def __aenter__(self) -> LocalSlack:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -616,33 +618,51 @@ class LocalSlack:
         *,
         thread_ts: str | None = None,
         mention: bool = True,
+        deliver: bool = True,
     ) -> Message:
         """Post a person's message and deliver the events Slack would send the bot.
 
         In a channel a mention yields both `app_mention` and `message` events (an app subscribed
-        to both gets both); without a mention only `message`. In a DM only `message`.
+        to both gets both); without a mention only `message`. In a DM only `message`. With
+        `deliver=False` the message is only stored; `events_for()` gives its events.
         """
         if channel not in self.channels:
             raise KeyError(f"no channel {channel!r}")
-        chan = self.channels[channel]
-        if mention and not chan.is_im:
+        if mention and not self.channels[channel].is_im:
             text = f"<@{self.bot_user_id}> {text}"
         message = Message(
             channel=channel, ts=self._new_ts(), text=text, user=user, thread_ts=thread_ts
         )
         self.messages.append(message)
         await self._changed("message", {"channel": channel, **message.to_api()})
-        base = {"user": user, "text": text, "ts": message.ts, "channel": channel}
-        if thread_ts:
-            base["thread_ts"] = thread_ts
-        base["event_ts"] = message.ts
-        if mention and not chan.is_im:
-            await self.send_event({"type": "app_mention", **base})
-        channel_type = "im" if chan.is_im else "channel"
-        await self.send_event({"type": "message", "channel_type": channel_type, **base})
+        if deliver:
+            for event in self.events_for(message):
+                await self.send_event(event)
         return message
 
-    def event_envelope(self, event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    def events_for(self, message: Message) -> list[dict[str, Any]]:
+        """The events Slack sends an app subscribed to `app_mention`, `message.channels` and
+        `message.im` for a person's message."""
+        chan = self.channels[message.channel]
+        base: dict[str, Any] = {
+            "user": message.user,
+            "text": message.text,
+            "ts": message.ts,
+            "channel": message.channel,
+            "event_ts": message.ts,
+        }
+        if message.thread_ts:
+            base["thread_ts"] = message.thread_ts
+        events = []
+        if not chan.is_im and f"<@{self.bot_user_id}>" in message.text:
+            events.append({"type": "app_mention", **base})
+        channel_type = "im" if chan.is_im else "channel"
+        events.append({"type": "message", "channel_type": channel_type, **base})
+        return events
+
+    def event_envelope(
+        self, event: dict[str, Any], *, event_id: str | None = None
+    ) -> dict[str, Any]:
         """An `event_callback` envelope around `event`, as the Events API delivers it."""
         return {
             "token": "legacy-verification-token",
@@ -850,7 +870,10 @@ class LocalSlack:
         timestamp: int | None = None,
         signature: str | None = None,
     ) -> BotResponse:
-        """POST `body` to the bot; `sign=False`, an old `timestamp` or a forged `signature` tamper."""
+        """POST `body` to the bot, signed as Slack signs.
+
+        `sign=False`, an old `timestamp` or a forged `signature` make a tampered request.
+        """
         if self.bot_url is None:
             raise RuntimeError("set `bot_url` to the bot's /slack/events URL first")
         if self._session is None:
@@ -860,8 +883,8 @@ class LocalSlack:
         if sign:
             ts = str(timestamp if timestamp is not None else int(time.time()))
             all_headers["X-Slack-Request-Timestamp"] = ts
-            all_headers["X-Slack-Signature"] = signature or self._verifier.generate_signature(
-                timestamp=ts, body=body
+            all_headers["X-Slack-Signature"] = signature or str(
+                self._verifier.generate_signature(timestamp=ts, body=body)
             )
         async with self._session.post(
             self.bot_url, data=body.encode(), headers=all_headers

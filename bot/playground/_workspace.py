@@ -63,7 +63,7 @@ class PlaygroundSlack(LocalSlack):
         return [s for s in latest.values() if s["status"]]
 
     def page_messages(self, viewer: str) -> list[dict[str, Any]]:
-        """Channel messages plus the viewer's own ephemerals, oldest first, as the page shows them."""
+        """Channel messages and the viewer's ephemerals, oldest first, as the page shows them."""
         shown: list[dict[str, Any]] = []
         for message in self.messages:
             shown.append(

@@ -1,6 +1,6 @@
 // The playground page: a Slack-like channel over the local Slack stand-in.
-// Every text from a payload reaches the DOM through textContent or attribute setters, never
-// innerHTML, so a message or a modal cannot inject markup.
+// Every text from a payload reaches the DOM as a text node or an attribute value; nothing from a
+// payload is ever parsed as HTML, so a message or a modal cannot inject markup.
 "use strict";
 
 (() => {
@@ -69,6 +69,15 @@
   }
 
   // ---------------------------------------------------------------- mrkdwn
+
+  const EMOJI = {
+    eyes: "👀", white_check_mark: "✅", heavy_check_mark: "✔️", x: "❌", hourglass: "⌛",
+    hourglass_flowing_sand: "⏳", thumbsup: "👍", "+1": "👍", thumbsdown: "👎", rocket: "🚀",
+    warning: "⚠️", no_entry: "⛔", thinking_face: "🤔", robot_face: "🤖", tada: "🎉",
+    speech_balloon: "💬", question: "❓", lock: "🔒", stopwatch: "⏱️", memo: "📝",
+    no_entry_sign: "🚫", clock1: "🕐", alarm_clock: "⏰", arrows_counterclockwise: "🔄",
+  };
+
 
   const ENTITIES = { "&lt;": "<", "&gt;": ">", "&amp;": "&" };
   const unescape = (text) => text.replace(/&(lt|gt|amp);/g, (m) => ENTITIES[m]);
@@ -154,10 +163,12 @@
   // Formatting markers must hug their text and sit at word edges, as in Slack.
   const INLINE = /<([^<>\n]+)>|`([^`\n]+)`|(?<![\w*])\*(?!\s)([^*\n]+?)\*(?![\w*])|(?<![\w_])_(?!\s)([^_\n]+?)_(?![\w_])|(?<![\w~])~(?!\s)([^~\n]+?)~(?![\w~])/g;
 
+  const emoji = (text) => text.replace(/:([a-z0-9_+-]+):/g, (m, name) => EMOJI[name] || m);
+
   function inline(text, parent) {
     let last = 0;
     for (const match of text.matchAll(INLINE)) {
-      if (match.index > last) parent.append(unescape(text.slice(last, match.index)));
+      if (match.index > last) parent.append(emoji(unescape(text.slice(last, match.index))));
       const [, link, code, bold, italic, strike] = match;
       if (link !== undefined) parent.append(angle(link));
       else if (code !== undefined) parent.append(h("code", {}, unescape(code)));
@@ -168,7 +179,7 @@
       }
       last = match.index + match[0].length;
     }
-    if (last < text.length) parent.append(unescape(text.slice(last)));
+    if (last < text.length) parent.append(emoji(unescape(text.slice(last))));
   }
 
   /** Render Slack mrkdwn into a new element. */
@@ -476,12 +487,6 @@
     return h("div", { className: "avatar", style: `background:${color}` }, name.slice(0, 1).toUpperCase());
   }
 
-  const EMOJI = {
-    eyes: "👀", white_check_mark: "✅", heavy_check_mark: "✔️", x: "❌", hourglass: "⌛",
-    hourglass_flowing_sand: "⏳", thumbsup: "👍", "+1": "👍", thumbsdown: "👎", rocket: "🚀",
-    warning: "⚠️", no_entry: "⛔", thinking_face: "🤔", robot_face: "🤖", tada: "🎉",
-    speech_balloon: "💬", question: "❓", lock: "🔒", stopwatch: "⏱️",
-  };
 
   const clock = (ts) => new Date(Number(ts) * 1000).toLocaleTimeString([], { hour: "numeric", minute: "2-digit" });
 

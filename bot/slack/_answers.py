@@ -85,8 +85,9 @@ class Answers:
         if channel and record.channel and channel != record.channel:
             raise Refusal("This control does not belong to a request in this channel.")
         if record.status == "pending" and record.expires_at <= self.clock():
+            # The sweeper has not got to it yet; expire it now (in the background) and say so.
             await self.expire(record)
-            record = await self.store.get_interaction(interaction_id) or record
+            raise Refusal("This request expired, so it can no longer be answered.")
         if record.status != "pending":
             raise Refusal(_closed_reason(record))
         refusal = await self.policy.refusal(record, user, self.members)
@@ -137,6 +138,13 @@ class Answers:
         record: InteractionRecord | None = None
         try:
             record = await self._pending(action.interaction_id, action.user_id, channel=channel)
+            if not record.message_ts and action.message_ts and record.channel:
+                # A crash between posting the card and saving where it went leaves no ts; the
+                # click comes from the card itself, so it says where the card is.
+                await self.store.set_message(
+                    record.interaction_id, channel=record.channel, message_ts=action.message_ts
+                )
+                record.message_ts = action.message_ts
             if action.intent == "page":
                 await self._show_page(record, action)
             elif action.intent == "open_modal":
@@ -165,11 +173,8 @@ class Answers:
     async def _open_modal(self, record: InteractionRecord, action: CardAction) -> None:
         if not action.trigger_id:
             raise InvalidAnswer("Slack sent no trigger to open the form with.")
-        if action.action == blocks.ACTION_DENY_REASON:
-            view = blocks.render_deny_modal(record)
-        else:
-            view = blocks.render_modal(record)
-        if not await self.chat.open_view(action.trigger_id, view):
+        # For an approval this is the deny-with-reason form, else the answer form.
+        if not await self.chat.open_view(action.trigger_id, blocks.render_modal(record)):
             raise Refusal("Slack did not open the form; please try again.")
 
     # ----------------------------------------------------------------- modals

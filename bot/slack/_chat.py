@@ -82,7 +82,9 @@ class Chat:
         return await self._call("chat_postEphemeral", **kwargs) is not None
 
     async def react(self, channel: str, ts: str, name: str) -> bool:
-        return await self._call("reactions_add", channel=channel, timestamp=ts, name=name) is not None
+        return (
+            await self._call("reactions_add", channel=channel, timestamp=ts, name=name) is not None
+        )
 
     async def unreact(self, channel: str, ts: str, name: str) -> bool:
         data = await self._call("reactions_remove", channel=channel, timestamp=ts, name=name)

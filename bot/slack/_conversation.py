@@ -165,7 +165,9 @@ class Conversations:
             if ts is None:
                 log.error("could not post the card of interaction %s", record.interaction_id)
                 continue
-            await self.store.set_message(record.interaction_id, channel=thread.channel, message_ts=ts)
+            await self.store.set_message(
+                record.interaction_id, channel=thread.channel, message_ts=ts
+            )
 
     async def close_pending(self, run_id: str, *, status: str, user: str | None) -> None:
         """Close the run's still-pending interactions (superseded, cancelled) and their cards."""

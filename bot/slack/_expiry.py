@@ -39,9 +39,7 @@ class Sweeper:
         """Expire one interaction (once, atomically) and cancel its run; False if it was not
         pending any more."""
         now = self.clock()
-        claim = await self.store.close_interaction(
-            record.interaction_id, status="expired", now=now
-        )
+        claim = await self.store.close_interaction(record.interaction_id, status="expired", now=now)
         if not claim.won or claim.record is None:
             return False
         closed = claim.record

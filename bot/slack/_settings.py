@@ -65,9 +65,7 @@ class Settings(BaseSettings):
     absolute path)."""
     handback_approvers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Who may approve tool calls: user ids and/or user-group ids; empty means anyone."""
-    handback_tool_approvers: Annotated[dict[str, list[str]], NoDecode] = Field(
-        default_factory=dict
-    )
+    handback_tool_approvers: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
     """Per-tool approvers as JSON, e.g. `{"deploy": ["S0OPS"]}`; replaces the general list."""
     handback_answerers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Who may answer questions (ask_user, confirm, …); empty means anyone in the channel."""

@@ -1,4 +1,4 @@
-"""The offline demo model plays the chat-ops scenarios through the real runtime and `openai` client."""
+"""The offline demo model plays the chat-ops scenarios through the runtime and `openai`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from bot import Agent, Cancel
-from bot import chatops
+from bot import Agent, Cancel, chatops
 from bot._model import OpenAIModel
 from bot.events import InteractionEvent, OutputEvent
 from bot.playground._demo_model import EXAMPLES, RECENT_VERSIONS, demo_reply

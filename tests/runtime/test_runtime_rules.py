@@ -461,3 +461,22 @@ async def test_max_iterations(store: Store) -> None:
     )
     result = await agent(prompt="x").collect()
     assert result.status.code == "error" and result.status.reason == "max_iterations"
+
+
+async def test_conversation_continues_after_cancel(store: Store) -> None:
+    def fn(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "user" and messages[-1]["content"] == "x":
+            return [{"name": "confirm", "arguments": {"action": "drop"}}]
+        # Every tool call in the transcript has its result: a hosted model would reject it otherwise.
+        call_ids = {c["id"] for m in messages if m.get("tool_calls") for c in m["tool_calls"]}
+        result_ids = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+        assert call_ids == result_ids
+        return "tools: " + " / ".join(m["content"] for m in messages if m["role"] == "tool")
+
+    agent = make_agent(store, fn, [confirm])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    cancelled = await agent(
+        parent_id=out.run_id, resume={p.interaction_id: Cancel("expired")}
+    ).collect()
+    follow = await agent(prompt="what happened?", parent_id=cancelled.run_id).collect()
+    assert follow.output == "tools: Cancelled: expired"

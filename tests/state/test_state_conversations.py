@@ -73,7 +73,7 @@ async def test_a_corrupt_audit_entry_raises_an_error(store: Store, store_url: st
 
         assert isinstance(store, SQLiteStore)
         with sqlite3.connect(sqlite_path(store_url)) as conn:
-            conn.execute("UPDATE audit SET rec = '{\"at\": \"soon\"}'")
+            conn.execute('UPDATE audit SET rec = \'{"at": "soon"}\'')
         conn.close()
     with pytest.raises(CorruptRecordError, match="audit"):
         await store.recent_audit()

@@ -44,7 +44,9 @@ async def test_a_pending_interaction_is_replaced_but_an_answered_one_is_kept(sto
     record = await store.get_interaction("ix-1")
     assert record is not None and record.payload == {"v": 2}
 
-    assert (await store.answer_interaction("ix-1", answer="yes", answered_by="U1", now=time.time())).won
+    assert (
+        await store.answer_interaction("ix-1", answer="yes", answered_by="U1", now=time.time())
+    ).won
     await store.add_interactions([make_interaction("ix-1", payload={"v": 3})])
     record = await store.get_interaction("ix-1")
     assert record is not None

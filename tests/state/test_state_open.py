@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,30 @@ async def test_use_after_close_fails_loudly(store_url: str) -> None:
         await store.save_run(make_run())
     with pytest.raises(StoreClosedError):
         await store.first_delivery("Ev1")
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix"),
+    [
+        ("redis://127.0.0.1:6379/0", "hb:"),
+        ("rediss://:pw@cache.example:6380/2?prefix=app:", "app:"),
+        ("unix:///run/redis.sock?db=3&prefix=sock:", "sock:"),
+    ],
+)
+async def test_every_redis_scheme_builds_a_store_without_connecting(url: str, prefix: str) -> None:
+    store = RedisStore.from_url(url)
+    assert store.prefix == prefix
+    assert "pw" not in repr(store)
+    await store.aclose()
+
+
+async def test_a_redis_url_with_a_bad_port_is_a_url_error() -> None:
+    with pytest.raises(StoreURLError, match=re.escape("redis://127.0.0.1:port")):
+        RedisStore.from_url("redis://127.0.0.1:port/0")
+
+
+def test_each_store_class_refuses_the_other_ones_url(tmp_path: Path) -> None:
+    with pytest.raises(StoreURLError, match="redis://"):
+        RedisStore.from_url(f"sqlite:///{tmp_path / 'x.db'}")
+    with pytest.raises(StoreURLError, match="sqlite://"):
+        SQLiteStore.from_url("redis://127.0.0.1:6379/0")

@@ -20,7 +20,10 @@ TIMEOUT = 30
 
 
 async def _start(url: str, child_id: str) -> asyncio.subprocess.Process:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

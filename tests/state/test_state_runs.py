@@ -6,14 +6,13 @@ import asyncio
 
 import pytest
 
-from state import CorruptRecordError, PendingCall, PendingInteraction, Store
-
+from state import CorruptRecordError, PendingCall, PendingInteraction, RunRecord, Store
 from state._codec import encode_run
 
 from .conftest import make_run, overwrite_raw
 
 
-def full_run() -> object:
+def full_run() -> RunRecord:
     return make_run(
         "run-ü-1",
         parent_id="run-0",
@@ -25,7 +24,7 @@ def full_run() -> object:
         error=None,
         transcript=[
             {"role": "system", "content": "You are ops."},
-            {"role": "user", "content": "héllo 👋 \"quoted\" \\ back\nslash"},
+            {"role": "user", "content": 'héllo 👋 "quoted" \\ back\nslash'},
             {
                 "role": "assistant",
                 "content": None,
@@ -62,7 +61,7 @@ def full_run() -> object:
 
 async def test_save_then_load_returns_every_field(store: Store) -> None:
     run = full_run()
-    await store.save_run(run)  # type: ignore[arg-type]
+    await store.save_run(run)
     assert await store.load_run("run-ü-1") == run
 
 
@@ -101,15 +100,15 @@ async def test_claim_is_won_once_and_the_loser_sees_the_winner(store: Store) -> 
 
 async def test_claim_returns_the_stored_run(store: Store) -> None:
     run = full_run()
-    await store.save_run(run)  # type: ignore[arg-type]
+    await store.save_run(run)
     claim = await store.claim_run("run-ü-1", child_id="child")
-    run.resumed_by = "child"  # type: ignore[attr-defined]
+    run.resumed_by = "child"
     assert claim.won and claim.run == run
 
 
 @pytest.mark.parametrize("status", ["success", "error", "cancelled"])
 async def test_claim_of_a_run_that_is_not_paused_is_lost(store: Store, status: str) -> None:
-    await store.save_run(make_run(status=status, reason=None))  # type: ignore[arg-type]
+    await store.save_run(make_run(status=status, reason=None))
     claim = await store.claim_run("run-1", child_id="child")
     assert not claim.won
     assert claim.run is not None and claim.run.status == status

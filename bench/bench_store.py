@@ -1,0 +1,137 @@
+"""Microseconds per store call, for each store: `python bench/bench_store.py [N]`.
+
+Measures save_run, load_run and claim_run (each on its own run, so every claim is a real win),
+then one whole pause -> answer -> resume cycle as the app performs it. Redis is
+`$HANDBACK_TEST_REDIS` (default redis://127.0.0.1:6379/0) under a throwaway prefix, whose keys
+are deleted afterwards; SQLite is a file in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from state import (
+    InteractionRecord,
+    PendingCall,
+    PendingInteraction,
+    RunRecord,
+    Store,
+    open_store,
+)
+
+REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def run_record(run_id: str, turns: int = 10) -> RunRecord:
+    """A paused run with a realistic transcript (about 4 KB of JSON at 10 turns)."""
+    transcript: list[dict[str, object]] = [{"role": "system", "content": "You are ops. " * 10}]
+    for n in range(turns):
+        transcript.append({"role": "user", "content": f"message {n}: " + "please check db " * 8})
+        transcript.append({"role": "assistant", "content": "Checking the database now. " * 6})
+    return RunRecord(
+        run_id=run_id,
+        parent_id=None,
+        agent_name="ops",
+        status="paused",
+        reason="input_required",
+        input="restart the database",
+        transcript=transcript,
+        pending_calls=[PendingCall(tool_call_id="call_1", name="confirm", arguments="{}")],
+        interactions=[
+            PendingInteraction(
+                interaction_id=f"ix-{run_id}", kind="confirm", payload={"action": "restart db"}
+            )
+        ],
+        usage={"input_tokens": 1200, "output_tokens": 300},
+        t0=int(time.time() * 1000),
+    )
+
+
+async def per_call(n: int, call: Callable[[int], Awaitable[object]]) -> float:
+    for i in range(min(n, 50)):  # warm up connections, scripts and caches
+        await call(n + i)
+    start = time.perf_counter()
+    for i in range(n):
+        await call(i)
+    return (time.perf_counter() - start) / n * 1e6
+
+
+async def cycle(store: Store, i: int) -> None:
+    """The store calls of one pause and one resume, in the order the app makes them.
+
+    Pause: save the run, add its interaction, note where the card was posted. Resume: answer the
+    interaction, check the run's interactions are all answered, claim the parent (the claim
+    returns the stored run, so no separate load), save the child when it ends.
+    """
+    run_id, child_id, ix_id = f"c-{i}", f"c-{i}-child", f"ix-c-{i}"
+    now = time.time()
+    await store.save_run(run_record(run_id))
+    await store.add_interactions(
+        [
+            InteractionRecord(
+                interaction_id=ix_id,
+                run_id=run_id,
+                kind="confirm",
+                payload={"action": "restart db"},
+                channel="C1",
+                created_at=now,
+                expires_at=now + 3600,
+            )
+        ]
+    )
+    await store.set_message(ix_id, channel="C1", message_ts="1700000000.000100")
+    answered = await store.answer_interaction(ix_id, answer=True, answered_by="U1", now=now)
+    assert answered.won
+    assert all(ix.status == "answered" for ix in await store.run_interactions(run_id))
+    claim = await store.claim_run(run_id, child_id=child_id)
+    assert claim.won and claim.run is not None
+    child = run_record(child_id)
+    child.status = "success"
+    await store.save_run(child)
+
+
+async def bench(label: str, url: str, n: int) -> None:
+    async with open_store(url) as store:
+        for i in range(n + 50):
+            await store.save_run(run_record(f"r-{i}"))
+        figures = {
+            "save_run": await per_call(n, lambda i: store.save_run(run_record(f"s-{i}"))),
+            "load_run": await per_call(n, lambda i: store.load_run(f"r-{i}")),
+            "claim_run": await per_call(n, lambda i: store.claim_run(f"r-{i}", child_id="c")),
+            "pause->resume cycle": await per_call(n, lambda i: cycle(store, i)),
+        }
+    print(f"{label:7s} " + "  ".join(f"{name} {us:7.1f} µs" for name, us in figures.items()))
+
+
+async def drop_prefix(prefix: str) -> None:
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        for start in range(0, len(keys), 500):
+            await client.delete(*keys[start : start + 500])
+    finally:
+        await client.aclose()
+
+
+async def main(n: int) -> None:
+    print(f"{n} calls each; a run is ~4 KB of JSON")
+    with tempfile.TemporaryDirectory() as tmp:
+        await bench("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", n)
+    prefix = f"hbbench-{uuid.uuid4().hex[:8]}:"
+    try:
+        await bench("redis", f"{REDIS_URL}?prefix={prefix}", n)
+    finally:
+        await drop_prefix(prefix)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))

@@ -1,0 +1,138 @@
+"""The `handback` command: `handback run [MODULE:ATTR]` serves an agent in Slack, `handback dev`
+opens the local playground.
+
+Mistakes in the command line or the configuration end with one line on stderr and exit code 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ._agent import Agent
+
+__all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent", "main"]
+
+DEFAULT_AGENT = "bot.chatops:agent"
+EXIT_USAGE = 2
+
+
+class AgentRefError(Exception):
+    """`MODULE:ATTR` does not name an `Agent`; the message says why in one line."""
+
+
+def load_agent(ref: str) -> Agent:
+    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app`."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentRefError(f"`{ref}` is not MODULE:ATTR (for example `{DEFAULT_AGENT}`)")
+    if os.getcwd() not in sys.path:
+        # Like uvicorn, so `handback run myagent:agent` finds myagent.py in the current folder.
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            raise AgentRefError(f"cannot import module `{module_name}`: {error}") from None
+        raise AgentRefError(f"importing `{module_name}` failed: {error}") from None
+    except Exception as error:
+        raise AgentRefError(
+            f"importing `{module_name}` failed: {type(error).__name__}: {error}"
+        ) from None
+    target: object = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AgentRefError(f"module `{module_name}` has no attribute `{attr}`") from None
+    if not isinstance(target, Agent):
+        raise AgentRefError(f"`{ref}` is a {type(target).__name__}, not a bot.Agent")
+    return target
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="handback",
+        description="Slack agents that stop mid-run and hand control back to people.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="serve an agent in Slack (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
+        description="Serve an agent in Slack. Settings come from the environment; see "
+        "docs/slack-app.md.",
+    )
+    run.add_argument(
+        "agent",
+        nargs="?",
+        default=DEFAULT_AGENT,
+        metavar="MODULE:ATTR",
+        help=f"the Agent to serve (default: {DEFAULT_AGENT}, the chat-ops example)",
+    )
+    dev = commands.add_parser("dev", help="open the local playground: a Slack stand-in")
+    dev.add_argument("--agent", default=DEFAULT_AGENT, metavar="MODULE:ATTR")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8080)
+    dev.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"handback: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "dev":
+        from .playground._dev import main as dev_main
+
+        return int(
+            dev_main(
+                agent=args.agent,
+                host=args.host,
+                port=args.port,
+                open_browser=not args.no_browser,
+            )
+            or 0
+        )
+    return _run(args.agent)
+
+
+def _run(ref: str) -> int:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from state import StoreError
+
+    from .slack import ConfigError, load_settings, serve
+
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        return _fail(str(error))
+    logging.basicConfig(
+        level=settings.handback_log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        agent = load_agent(ref)
+        asyncio.run(serve(agent, settings))
+    except (AgentRefError, ConfigError) as error:
+        return _fail(str(error))
+    except StoreError as error:
+        return _fail(f"HANDBACK_STORE cannot be used: {error}")
+    except RedisConnectionError as error:
+        return _fail(f"HANDBACK_STORE cannot be reached: {error}")
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

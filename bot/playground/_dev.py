@@ -1,0 +1,61 @@
+"""`handback dev`: run the playground until Ctrl+C and print where to open it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import webbrowser
+
+from .._cli import DEFAULT_AGENT, AgentRefError, load_agent
+from ..slack import ConfigError
+from ._playground import Playground
+
+__all__ = ["main"]
+
+_EXIT_USAGE = 2
+
+
+def main(
+    agent: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    open_browser: bool = True,
+) -> int:
+    """Serve the playground for the agent at `agent` (MODULE:ATTR); the exit code."""
+    ref = agent or DEFAULT_AGENT
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        loaded = load_agent(ref)
+        return asyncio.run(_serve(Playground(loaded, host=host, port=port), ref, open_browser))
+    except (AgentRefError, ConfigError) as error:
+        return _fail(str(error))
+    except OSError as error:
+        # Almost always the port: in use, or not ours to bind.
+        return _fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _serve(playground: Playground, ref: str, open_browser: bool) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with playground:
+        model = playground.model_label
+        if playground.offline:
+            model += " (set OPENAI_API_KEY to use a real model)"
+        print(f"handback playground: {playground.url}", flush=True)
+        print(f"  agent: {ref}\n  model: {model}\n  Ctrl+C stops it.", flush=True)
+        if open_browser:
+            await loop.run_in_executor(None, webbrowser.open, playground.url)
+        await stop.wait()
+    print("handback playground stopped.", flush=True)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"handback: {message}", file=sys.stderr)
+    return _EXIT_USAGE

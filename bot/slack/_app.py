@@ -1,0 +1,315 @@
+"""`SlackBot`: the Bolt app that runs an agent for Slack mentions and DMs, and resumes it on clicks.
+
+Every listener acks at once and hands its work to a tracked background task, so Slack always gets
+its answer within 3 seconds; `drain()` waits for that work, which is how tests avoid sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+import blocks
+from state import InteractionRecord, Store
+
+from .. import Agent
+from ._answers import Answers
+from ._chat import Chat
+from ._conversation import Conversations, Thread
+from ._expiry import Sweeper
+from ._policy import AnswerPolicy, GroupMembers, slack_group_members
+from ._settings import Settings
+from ._tasks import Background
+
+__all__ = ["SlackBot", "make_client"]
+
+log = logging.getLogger("handback.slack")
+
+_IGNORED_SUBTYPES_OK = frozenset({"file_share", "thread_broadcast"})
+"""Message subtypes that are still a person talking; every other subtype (edits, deletions,
+joins, bot messages) is not a prompt."""
+
+
+def make_client(settings: Settings) -> AsyncWebClient:
+    """The Web API client: `SLACK_API_URL`, and retries on 429 (`Retry-After`) and resets."""
+    return AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+class SlackBot:
+    """The Slack app for one agent and one store.
+
+    Use it as an async context manager (it starts the expiry sweeper and recovers runs answered
+    before a crash), then serve it with `serve_http()` or `run_socket_mode()`.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        store: Store,
+        settings: Settings,
+        client: AsyncWebClient | None = None,
+        clock: Callable[[], float] = time.time,
+        members: GroupMembers | None = None,
+        sweep: bool = True,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        # Runs and interactions must share one store, so the agent's is replaced by the app's.
+        agent.store = store
+        self.client = client or make_client(settings)
+        self.chat = Chat(self.client)
+        self.tasks = Background()
+        self.policy = AnswerPolicy(
+            approvers=tuple(settings.handback_approvers),
+            tool_approvers={k: tuple(v) for k, v in settings.handback_tool_approvers.items()},
+            answerers=tuple(settings.handback_answerers),
+            allow_self_approval=settings.handback_allow_self_approval,
+        )
+        self.conversations = Conversations(
+            agent=agent,
+            store=store,
+            chat=self.chat,
+            ttl=settings.handback_interaction_ttl,
+            clock=clock,
+        )
+        self.sweeper = Sweeper(
+            store=store,
+            conversations=self.conversations,
+            interval=settings.handback_sweep_interval,
+            clock=clock,
+        )
+        self.answers = Answers(
+            store=store,
+            chat=self.chat,
+            conversations=self.conversations,
+            policy=self.policy,
+            members=members or slack_group_members(self.client),
+            expire=self._expire_later,
+            clock=clock,
+        )
+        self._sweep = sweep
+        self._sweeper_task: asyncio.Task[None] | None = None
+        self._closed = False
+        signing_secret = settings.slack_signing_secret
+        self.app = AsyncApp(
+            client=self.client,
+            signing_secret=signing_secret.get_secret_value() if signing_secret else "",
+            # Listeners only ack and hand off, so answering after them is still immediate, and
+            # the hand-off is known to have happened when Slack gets its response.
+            process_before_response=True,
+            logger=logging.getLogger("handback.bolt"),
+        )
+        self._register()
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> SlackBot:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        if self._closed:
+            raise RuntimeError("this SlackBot was closed; make a new one")
+        if self._sweep and self._sweeper_task is None:
+            self._sweeper_task = asyncio.create_task(
+                self.sweeper.run_forever(), name="handback-sweeper"
+            )
+        self.tasks.spawn(self.answers.recover(), name="recover")
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._sweeper_task is not None:
+            self._sweeper_task.cancel()
+            await asyncio.gather(self._sweeper_task, return_exceptions=True)
+        await self.tasks.aclose()
+        session = getattr(self.client, "session", None)
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def drain(self) -> None:
+        """Wait until every piece of work started by requests so far has finished."""
+        await self.tasks.drain()
+
+    async def _expire_later(self, record: InteractionRecord) -> None:
+        self.tasks.spawn(self.sweeper.expire(record), name=f"expire-{record.interaction_id}")
+
+    # ----------------------------------------------------------------- serving
+
+    def web_app(self) -> web.Application:
+        """The aiohttp application: `POST /slack/events` (events and interactivity), `GET
+        /healthz`."""
+        application = self.app.web_app(path="/slack/events")
+        application.router.add_get("/healthz", self._healthz)
+        return application
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "agent": self.agent.name, "busy": self.tasks.busy})
+
+    @asynccontextmanager
+    async def serve_http(self, host: str, port: int) -> AsyncIterator[str]:
+        """Serve HTTP mode; yields the events URL (port 0 picks a free port)."""
+        runner = web.AppRunner(self.web_app(), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            bound = int(sockets[0].getsockname()[1]) if sockets else port
+            shown = "127.0.0.1" if host in {"0.0.0.0", ""} else host
+            yield f"http://{shown}:{bound}/slack/events"
+        finally:
+            await runner.cleanup()
+
+    async def run_socket_mode(self, app_token: str, stop: asyncio.Event) -> None:
+        """Connect over Socket Mode and handle requests until `stop` is set."""
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        handler = AsyncSocketModeHandler(self.app, app_token)
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        try:
+            await stop.wait()
+        finally:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+
+    # --------------------------------------------------------------- listeners
+
+    def _register(self) -> None:
+        app = self.app
+
+        @app.event("app_mention")
+        async def on_mention(body: dict[str, Any], context: AsyncBoltContext) -> None:
+            self._take_event(body, context, mention=True)
+
+        @app.event("message")
+        async def on_message(body: dict[str, Any], context: AsyncBoltContext) -> None:
+            self._take_event(body, context, mention=False)
+
+        @app.action(blocks.ACTION_PATTERN)
+        async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            self.tasks.spawn(self.answers.on_action(body), name="action")
+
+        @app.view(blocks.CALLBACK_PATTERN)
+        async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
+            check = await self.answers.check_submission(body)
+            if check.errors:
+                await ack(response_action="errors", errors=check.errors)
+                return
+            await ack()
+            if check.record is not None:
+                record = check.record
+                user = str(body["user"]["id"])
+                self.tasks.spawn(
+                    self.answers.accept(record, user=user, answer=check.answer), name="modal"
+                )
+            elif check.notice:
+                log.info("modal submission refused: %s", check.notice)
+
+    def _take_event(
+        self, body: dict[str, Any], context: AsyncBoltContext, *, mention: bool
+    ) -> None:
+        event = body.get("event") or {}
+        bot_user_id = context.get("bot_user_id")
+        if _not_a_prompt(event, bot_user_id, mention=mention):
+            return
+        self.tasks.spawn(
+            self._on_person_message(body, event, bot_user_id, mention=mention), name="event"
+        )
+
+    async def _on_person_message(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        bot_user_id: str | None,
+        *,
+        mention: bool,
+    ) -> None:
+        event_id = body.get("event_id")
+        # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
+        if event_id and not await self.store.first_delivery(str(event_id)):
+            log.info("ignoring a repeated delivery of %s", event_id)
+            return
+        channel = str(event["channel"])
+        ts = str(event["ts"])
+        in_thread = event.get("thread_ts")
+        is_dm = event.get("channel_type") == "im"
+        thread = Thread(
+            channel=channel, thread_ts=str(in_thread or ts), requester=str(event.get("user"))
+        )
+        # A plain channel message only matters inside a thread the bot already talks in.
+        if (
+            not mention
+            and not is_dm
+            and (not in_thread or await self.store.get_thread_run(channel, str(in_thread)) is None)
+        ):
+            return
+        text = _without_mention(str(event.get("text") or ""), bot_user_id)
+        if in_thread and await self.answers.on_thread_reply(
+            thread, user=str(event["user"]), text=text
+        ):
+            return
+        if not text:
+            text = "Hello!"
+        await self.conversations.start(thread, text=text, message_ts=ts)
+
+
+def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> bool:
+    """True for events that must not start or continue a run."""
+    if event.get("bot_id") or event.get("bot_profile"):
+        return True
+    user = event.get("user")
+    if not user or user == bot_user_id:
+        return True
+    subtype = event.get("subtype")
+    if subtype and subtype not in _IGNORED_SUBTYPES_OK:
+        return True
+    if not event.get("channel") or not event.get("ts"):
+        return True
+    # A channel message that mentions the bot also arrives as `app_mention`; take that one.
+    return bool(
+        not mention
+        and event.get("channel_type") != "im"
+        and bot_user_id
+        and f"<@{bot_user_id}>" in str(event.get("text") or "")
+    )
+
+
+def _without_mention(text: str, bot_user_id: str | None) -> str:
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+    return text.strip()

@@ -1,0 +1,381 @@
+"""Every card, outcome and modal is valid Block Kit, within limits, and cannot ping or link."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from blocks import (
+    render,
+    render_answered,
+    render_card,
+    render_closed,
+    render_modal,
+)
+from state._records import InteractionRecord
+
+from ._factory import approval, ask, ask_multi, confirm, record
+from ._slack import check_message, check_view, elements
+
+PING = "<!channel> & <https://evil.example|click here> <@U0EVIL> <!here> >quote"
+LONG = "Please decide " + "very " * 1000 + "carefully."
+WORLD = "🚀 déploiement 部署 Развёртывание 👨‍👩‍👧‍👦 عربى " * 3
+TEXTS = {"ping": PING, "long": LONG, "world": WORLD, "empty": ""}
+
+
+def _options(text: str, count: int) -> list[str]:
+    return [f"{text[:200]} #{index}" for index in range(count)]
+
+
+def _records(text: str) -> dict[str, InteractionRecord]:
+    nested = {"text": text, "list": [text, {"deep": text}], text[:40] or "k": 1}
+    return {
+        "approval": approval(
+            {"command": text, "password": "[redacted]", "nested": nested}, tool=text
+        ),
+        "approval-no-args": approval({}, tool=text),
+        "confirm": confirm(text),
+        "ask-free": ask(text),
+        "ask-2": ask(text, _options(text, 2)),
+        "ask-6": ask(text, _options(text, 6)),
+        "ask-100": ask(text, _options(text, 100)),
+        "ask-101": ask(text, _options(text, 101)),
+        "ask-150": ask(text, _options(text, 150)),
+        "ask-empty-options": ask(text, []),
+        "multi-3": ask_multi(text, _options(text, 3)),
+        "multi-11": ask_multi(text, _options(text, 11)),
+        "multi-150": ask_multi(text, _options(text, 150)),
+        "multi-empty": ask_multi(text, []),
+        "generic-none": record(text or "x", {"question": text, "extra": text, "n": 3}),
+        "generic-empty-kind": record("", {"whatever": text}),
+        "generic-integer": record(
+            "pick_number", {"prompt": text}, {"type": "integer", "minimum": 0}
+        ),
+        "generic-number": record("weird kind " + text, {"text": text}, {"type": "number"}),
+        "generic-date": record("when", {"question": text}, {"type": "string", "format": "date"}),
+        "generic-bool": record("toggle", {"question": text}, {"type": "boolean"}),
+        "generic-enum": record("mood", {"question": text}, {"enum": [text, 1, None, True]}),
+        "generic-array": record(
+            "tags", {"question": text}, {"type": "array", "items": {"enum": _options(text, 12)}}
+        ),
+        "generic-object": record(
+            "form",
+            {"question": text, **{f"k{i}<&>": text for i in range(12)}},
+            {
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "minimum": 0, "maximum": 10, "title": text},
+                    "ratio": {"type": "number", "description": text},
+                    "day": {"type": "string", "format": "date"},
+                    "name": {"type": "string", "maxLength": 40},
+                    "size": {"enum": ["s", "m", "l"]},
+                    "flags": {"type": "array", "items": {"enum": _options(text, 150)}},
+                    "ok": {"type": "boolean"},
+                    "meta": {"type": "object"},
+                },
+                "required": ["count", "size"],
+            },
+        ),
+        "generic-anyof": record(
+            "odd", {"x": [1, 2]}, {"anyOf": [{"type": "string"}, {"type": "null"}]}
+        ),
+        "generic-nested-payload": record("odd", {"deep": {"a": [text] * 50}}),
+    }
+
+
+CASES = [
+    pytest.param(name, text_id, id=f"{name}-{text_id}")
+    for text_id, text in TEXTS.items()
+    for name in _records(text)
+]
+
+
+def _answer_for(rec: InteractionRecord, text: str) -> Any:
+    if rec.kind == "approval":
+        return {"approved": False, "reason": text or "no"}
+    if rec.kind == "confirm":
+        return True
+    options = rec.payload.get("options")
+    if rec.kind == "ask_user_multi":
+        return list(options or [])[:3]
+    if isinstance(options, list) and options:
+        return options[-1]
+    return {"text": text, "n": [text]} if rec.kind.startswith("generic") else text
+
+
+def _mrkdwn(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False)
+
+
+def _mrkdwn_texts(node: Any) -> list[str]:
+    """Every text Slack parses for mentions and links: mrkdwn objects."""
+    if isinstance(node, dict):
+        found = [node["text"]] if node.get("type") == "mrkdwn" else []
+        return found + [t for value in node.values() for t in _mrkdwn_texts(value)]
+    if isinstance(node, list):
+        return [t for item in node for t in _mrkdwn_texts(item)]
+    return []
+
+
+@pytest.mark.parametrize(("name", "text_id"), CASES)
+def test_every_surface_is_valid_block_kit(name: str, text_id: str) -> None:
+    text = TEXTS[text_id]
+    rec = _records(text)[name]
+    for page in (0, 1, 5):
+        check_message(render_card(rec, page=page))
+    answered = InteractionRecord(
+        **{
+            **rec.__dict__,
+            "status": "answered",
+            "answer": _answer_for(rec, text),
+            "answered_by": "U0ANSWER1",
+            "answered_at": 1_700_000_500.0,
+        }
+    )
+    check_message(render_answered(answered))
+    for status in ("expired", "superseded", "cancelled"):
+        check_message(render_closed(InteractionRecord(**{**rec.__dict__, "status": status})))
+    check_view(render_modal(rec))
+
+
+@pytest.mark.parametrize("field", ["tool", "arguments", "question", "action", "options"])
+def test_payload_text_is_escaped_not_dropped(field: str) -> None:
+    cards = {
+        "tool": approval({}, tool=PING),
+        "arguments": approval({"cmd": PING}),
+        "question": ask(PING, ["a", "b"]),
+        "action": confirm(PING),
+        "options": ask("q", [PING + " " + "x" * 80, "b"]),
+    }
+    message = render_card(cards[field])
+    texts = [message["text"], *_mrkdwn_texts(message["blocks"])]
+    assert any("&lt;!channel&gt; &amp; &lt;https://evil.example|click here&gt;" in t for t in texts)
+    assert not any("<!channel>" in t or "<https://" in t or "<@U0EVIL>" in t for t in texts)
+
+
+def test_long_text_is_cut_with_an_ellipsis() -> None:
+    message = render_card(ask(LONG))
+    question = message["blocks"][1]["text"]["text"]
+    assert 2990 < len(question) <= 3000
+    assert question.endswith("…")
+    assert question.startswith("Please decide very")
+
+
+def test_a_cut_never_splits_an_entity() -> None:
+    text = "a" * 2997 + "&&&&"
+    question = render_card(ask(text))["blocks"][1]["text"]["text"]
+    assert question.endswith("a…")
+
+
+def test_approval_card() -> None:
+    rec = approval({"env": "prod", "replicas": 3})
+    message = render_card(rec)
+    check_message(message)
+    buttons = {e["action_id"]: e for _, e in elements(message["blocks"])}
+    assert buttons["hb:approve"]["style"] == "primary"
+    assert buttons["hb:deny"]["style"] == "danger"
+    assert buttons["hb:deny_reason"]["text"]["text"] == "Deny with reason…"
+    shown = _mrkdwn(message)
+    assert "*Requested by:* <@U0REQUEST>" in shown
+    assert '\\"env\\": \\"prod\\"' in shown
+    assert "`deploy`" in message["text"]
+
+
+def test_a_requester_that_is_not_a_user_id_is_text() -> None:
+    shown = _mrkdwn(render_card(approval({}, requester="<!channel>")))
+    assert "<!channel>" not in shown
+    assert "&lt;!channel&gt;" in shown
+
+
+def test_a_fence_in_arguments_cannot_close_the_code_block() -> None:
+    text = render_card(approval({"x": "```*bold* <!here>```"}))["blocks"][2]["text"]["text"]
+    assert text.count("```") == 2
+
+
+def test_confirm_card() -> None:
+    message = render_card(confirm())
+    labels = [(e["action_id"], e["text"]["text"]) for _, e in elements(message["blocks"])]
+    assert labels == [("hb:confirm", "Confirm"), ("hb:cancel", "Cancel")]
+
+
+def test_few_short_options_are_buttons() -> None:
+    message = render_card(ask("Which?", ["postgres", "mysql", "sqlite"]))
+    found = [(e["type"], e["action_id"], e["value"]) for _, e in elements(message["blocks"])]
+    assert found == [
+        ("button", "hb:option:0", "0"),
+        ("button", "hb:option:1", "1"),
+        ("button", "hb:option:2", "2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param([f"o{i}" for i in range(6)], id="six"),
+        pytest.param(["short", "a label that is longer than thirty characters"], id="long-label"),
+    ],
+)
+def test_more_or_longer_options_are_a_select(options: list[str]) -> None:
+    message = render_card(ask("Which?", options))
+    [(_, select)] = list(elements(message["blocks"]))
+    assert select["type"] == "static_select"
+    assert [o["value"] for o in select["options"]] == [str(i) for i in range(len(options))]
+
+
+def test_over_100_options_page_and_search() -> None:
+    rec = ask("Which?", [f"option {i}" for i in range(250)])
+    first = render_card(rec)
+    controls = {e["action_id"]: e for _, e in elements(first["blocks"])}
+    assert [o["value"] for o in controls["hb:select"]["options"]] == [str(i) for i in range(100)]
+    assert controls["hb:more:1"]["value"] == "1"
+    assert "hb:more:-1" not in controls
+    assert controls["hb:answer"]["text"]["text"] == "Search all 250 options…"
+    assert "Showing options 1–100 of 250." in _mrkdwn(first)
+    middle = {e["action_id"]: e for _, e in elements(render_card(rec, page=1)["blocks"])}
+    assert middle["hb:select"]["options"][0]["value"] == "100"
+    assert set(middle) == {"hb:select", "hb:more:0", "hb:more:2", "hb:answer"}
+    last = {e["action_id"]: e for _, e in elements(render_card(rec, page=99)["blocks"])}
+    assert [o["value"] for o in last["hb:select"]["options"]] == [str(i) for i in range(200, 250)]
+    assert "hb:more:3" not in last
+
+
+def test_cut_option_labels_are_numbered_and_listed_in_full() -> None:
+    long = "x" * 150 + " tail"
+    message = render_card(ask("Which?", [long, "short", "y" * 200]))
+    [(_, select)] = list(elements(message["blocks"]))
+    labels = [o["text"]["text"] for o in select["options"]]
+    assert labels[0].startswith("1. xxx") and labels[0].endswith("…")
+    assert labels[1] == "2. short"
+    listing = message["blocks"][3]["text"]["text"]
+    assert "*1.* " + long in listing
+    assert "*3.* " + "y" * 200 in listing
+    assert "short" not in listing
+
+
+def test_many_long_options_never_exceed_50_blocks() -> None:
+    message = render_card(ask("Which?", ["z" * 2000 + str(i) for i in range(100)]))
+    check_message(message)
+    assert "more long options are not spelled out here" in _mrkdwn(message)
+
+
+@pytest.mark.parametrize(
+    ("count", "picker"),
+    [
+        (3, "checkboxes"),
+        (10, "checkboxes"),
+        (11, "multi_static_select"),
+        (100, "multi_static_select"),
+    ],
+)
+def test_multi_choice_pickers(count: int, picker: str) -> None:
+    message = render_card(ask_multi("Which?", [f"r{i}" for i in range(count)]))
+    found = [(e["type"], e["action_id"]) for _, e in elements(message["blocks"])]
+    assert found == [(picker, "hb:multi"), ("button", "hb:submit")]
+
+
+def test_multi_choice_over_100_opens_a_form() -> None:
+    message = render_card(ask_multi("Which?", [f"r{i}" for i in range(150)]))
+    found = [(e["action_id"], e["text"]["text"]) for _, e in elements(message["blocks"])]
+    assert found == [("hb:answer", "Choose from 150 options…")]
+
+
+@pytest.mark.parametrize(
+    ("rec", "reply"),
+    [
+        pytest.param(ask("Name?"), True, id="free-text"),
+        pytest.param(ask("Name?", []), True, id="empty-options"),
+        pytest.param(record("n", {"question": "How many?"}, {"type": "integer"}), True, id="int"),
+        pytest.param(
+            record("o", {"q": 1}, {"type": "object", "properties": {"a": {}}}), False, id="obj"
+        ),
+    ],
+)
+def test_typed_answers_get_an_answer_button(rec: InteractionRecord, reply: bool) -> None:
+    message = render_card(rec)
+    found = [(e["action_id"], e["text"]["text"]) for _, e in elements(message["blocks"])]
+    assert found == [("hb:answer", "Answer")]
+    assert ("Or reply in this thread." in _mrkdwn(message)) is reply
+
+
+def test_generic_boolean_is_yes_no() -> None:
+    message = render_card(record("toggle", {"question": "On?"}, {"type": "boolean"}))
+    labels = [e["text"]["text"] for _, e in elements(message["blocks"])]
+    assert labels == ["Yes", "No"]
+
+
+def test_generic_payload_is_shown_as_fields() -> None:
+    message = render_card(record("deploy_window", {"question": "When?", "env": "prod", "n": 2}))
+    assert message["blocks"][0]["text"]["text"] == "Request: deploy window"
+    fields = message["blocks"][2]["fields"]
+    assert [f["text"] for f in fields] == ["*env*\nprod", "*n*\n2"]
+
+
+def test_answered_cards_have_no_controls_and_say_who_and_when() -> None:
+    rec = ask("Which?", ["pg", "my"])
+    done = InteractionRecord(
+        **{
+            **rec.__dict__,
+            "status": "answered",
+            "answer": "pg",
+            "answered_by": "U0ANSWER1",
+            "answered_at": 1_700_000_500.0,
+        }
+    )
+    message = render_answered(done)
+    assert not list(elements(message["blocks"]))
+    line = message["blocks"][-1]["text"]["text"]
+    assert line.startswith("✅ Answered by <@U0ANSWER1> on <!date^1700000500^")
+    assert line.endswith(": pg")
+    assert message["text"] == "Question: Which? — answered by <@U0ANSWER1>"
+    assert render(done) == message
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (True, "✅ *Approved* by <@U0ANSWER1>"),
+        (False, "❌ *Denied* by <@U0ANSWER1>"),
+        ({"approved": True}, "✅ *Approved* by <@U0ANSWER1>"),
+        (
+            {"approved": False, "reason": "not on a <!here> friday"},
+            "*Reason:* not on a &lt;!here&gt; friday",
+        ),
+    ],
+)
+def test_answered_approval(answer: Any, expected: str) -> None:
+    rec = approval({"env": "prod"})
+    done = InteractionRecord(
+        **{
+            **rec.__dict__,
+            "status": "answered",
+            "answer": answer,
+            "answered_by": "U0ANSWER1",
+            "answered_at": 1_700_000_500.0,
+        }
+    )
+    assert expected in render_answered(done)["blocks"][-1]["text"]["text"]
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("expired", "⌛ This request expired on <!date^1700086400^"),
+        ("superseded", "↪️ This request was superseded"),
+        ("cancelled", "🚫 This request was cancelled."),
+    ],
+)
+def test_closed_cards(status: str, expected: str) -> None:
+    rec = InteractionRecord(**{**confirm().__dict__, "status": status})
+    message = render_closed(rec)
+    assert message["blocks"][-1]["text"]["text"].startswith(expected)
+    assert not list(elements(message["blocks"]))
+    assert render(rec) == message
+
+
+def test_rendering_the_wrong_state_is_a_developer_error() -> None:
+    with pytest.raises(ValueError, match="render_closed"):
+        render_closed(confirm())
+    with pytest.raises(ValueError, match="render_answered"):
+        render_answered(confirm())

@@ -1,0 +1,120 @@
+"""Fixtures for the playground: a running playground and headless Chromium (never downloaded)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import chatops
+from bot.playground import Playground
+
+from ..conftest import IN_CI
+
+CHROMIUM = Path(os.environ.get("HANDBACK_TEST_CHROMIUM", "/usr/bin/chromium"))
+WAIT_SECONDS = 15.0
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """The system Chromium; in CI a missing one fails the test instead of skipping it."""
+    if not CHROMIUM.exists():
+        if IN_CI:
+            pytest.fail(f"Chromium is not installed at {CHROMIUM} and CI is set")
+        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
+    return CHROMIUM
+
+
+@pytest.fixture
+async def playground(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Playground]:
+    """The chat-ops example on the offline demo model, with a fresh pretend fleet."""
+    monkeypatch.setattr(chatops, "fleet", chatops.Fleet.fresh())
+    async with Playground(chatops.agent, environ={}) as running:
+        yield running
+
+
+@pytest.fixture
+async def browser_page(chromium: Path) -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(viewport={"width": 1400, "height": 900})
+            page = await context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            yield page
+            assert errors == [], f"the page raised: {errors}"
+        finally:
+            await browser.close()
+
+
+class PageClient:
+    """Talks to the page's JSON API and live feed the way the page's script does."""
+
+    def __init__(self, session: Any, base_url: str) -> None:
+        self.session = session
+        self.base = base_url.rstrip("/")
+
+    async def state(self, user: str) -> dict[str, Any]:
+        async with self.session.get(f"{self.base}/api/state", params={"user": user}) as response:
+            assert response.status == 200
+            return dict(await response.json())
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        async with self.session.post(f"{self.base}{path}", json=body) as response:
+            return response.status, dict(await response.json())
+
+    async def wait_for(self, user: str, predicate: Any) -> Any:
+        """Re-read the state on every live change until `predicate(state)` is truthy."""
+        import asyncio
+
+        async with asyncio.timeout(WAIT_SECONDS):
+            async with self.session.get(f"{self.base}/api/events") as events:
+                assert events.headers["Content-Type"].startswith("text/event-stream")
+                while True:
+                    found = predicate(await self.state(user))
+                    if found:
+                        return found
+                    # Block until the next change (or heartbeat) arrives on the stream.
+                    while True:
+                        line = await events.content.readline()
+                        if not line:
+                            raise AssertionError("the live feed closed")
+                        if line.startswith(b"event: change"):
+                            break
+
+
+def bot_replies(state: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """Messages the bot posted (not ephemerals) whose text or blocks mention `text`."""
+    import json
+
+    return [
+        m
+        for m in state["messages"]
+        if m["user"] == state["bot_user_id"]
+        and not m.get("ephemeral_to")
+        and (text in m["text"] or text in json.dumps(m["blocks"]))
+    ]
+
+
+def element(message: dict[str, Any], action_id: str) -> dict[str, Any] | None:
+    for block in message["blocks"]:
+        for item in [*block.get("elements", []), block.get("accessory") or {}]:
+            if item.get("action_id") == action_id:
+                return dict(item)
+    return None

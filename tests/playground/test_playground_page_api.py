@@ -1,0 +1,234 @@
+"""The page server's files and JSON endpoints, against the real bot on the demo model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+import bot.playground
+from bot import chatops
+from bot.playground import APPROVERS, EXAMPLES, Playground
+
+from .conftest import PageClient, bot_replies, element
+
+
+@pytest.fixture
+async def page(playground: Playground) -> AsyncIterator[PageClient]:
+    async with aiohttp.ClientSession() as session:
+        yield PageClient(session, playground.url)
+
+
+async def start(page: PageClient, text: str, user: str = "U0ALICE") -> str:
+    status, body = await page.post(
+        "/api/messages", {"user": user, "channel": "C0DEPLOYS", "text": text}
+    )
+    assert status == 200, body
+    return str(body["ts"])
+
+
+def test_public_names_exist() -> None:
+    for name in bot.playground.__all__:
+        assert hasattr(bot.playground, name)
+
+
+async def test_files_are_served_with_a_strict_policy(page: PageClient) -> None:
+    async with page.session.get(page.base + "/") as response:
+        assert response.status == 200
+        assert response.content_type == "text/html"
+        assert "script-src" not in response.headers["Content-Security-Policy"]
+        assert "default-src 'self'" in response.headers["Content-Security-Policy"]
+        html = await response.text()
+    assert "/static/playground.js" in html and "http" not in html.split("<body>")[0]
+    for name, kind in [("playground.js", "text/javascript"), ("playground.css", "text/css")]:
+        async with page.session.get(f"{page.base}/static/{name}") as response:
+            assert (response.status, response.content_type) == (200, kind)
+            # Nothing may be fetched from the internet: no absolute URLs to other hosts.
+            assert not re.search(r"(src|href)=\"(https?:)?//", await response.text())
+    script = await (await page.session.get(page.base + "/static/playground.js")).text()
+    assert "innerHTML" not in script and "eval(" not in script
+    for bad in ["_page.py", "..%2F_page.py", "missing.js"]:
+        async with page.session.get(f"{page.base}/static/{bad}") as response:
+            assert response.status == 404
+
+
+async def test_state_describes_the_workspace(page: PageClient) -> None:
+    state = await page.state("nobody")
+    assert state["default_user"] == "U0ALICE"
+    assert state["default_channel"] == "C0DEPLOYS"
+    assert state["model"] == {"label": "offline demo model", "offline": True}
+    assert state["examples"] == list(EXAMPLES)
+    roles = {u["name"]: u["role"] for u in state["users"]}
+    assert roles["alice"] == "requester"
+    assert {u["id"] for u in state["users"] if u["role"] == "approver"} == set(APPROVERS)
+    assert {"id": "C0DEPLOYS", "name": "deploys"} in state["channels"]
+    assert state["messages"] == [] and state["views"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"user": "U0ALICE", "channel": "C0DEPLOYS"}, "bad request body"),
+        ({"user": "U0ALICE", "channel": "C0DEPLOYS", "text": ""}, "bad request body"),
+        ({"user": "U0NOBODY", "channel": "C0DEPLOYS", "text": "hi"}, "no person 'U0NOBODY'"),
+        ({"user": "U0HANDBACK", "channel": "C0DEPLOYS", "text": "hi"}, "no person"),
+        ({"user": "U0ALICE", "channel": "C0NOPE", "text": "hi"}, "no channel 'C0NOPE'"),
+    ],
+)
+async def test_bad_messages_are_refused(page: PageClient, body: dict[str, Any], error: str) -> None:
+    status, answer = await page.post("/api/messages", body)
+    assert status == 400
+    assert answer["ok"] is False and error in answer["error"]
+    assert (await page.state("U0ALICE"))["messages"] == []
+
+
+async def test_refusals_are_shown_only_to_whoever_clicked(page: PageClient) -> None:
+    ts = await start(page, "deploy api 2.3 to prod")
+    card = await page.wait_for("U0DAVE", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
+    assert card["thread_ts"] == ts
+    status, clicked = await page.post(
+        "/api/actions",
+        {
+            "user": "U0DAVE",
+            "channel": "C0DEPLOYS",
+            "message_ts": card["ts"],
+            "action": {"action_id": "hb:approve", "type": "button", "value": "approve"},
+        },
+    )
+    assert (status, clicked) == (200, {"ok": True, "status": 200})
+
+    def refusal(state: dict[str, Any]) -> Any:
+        return [m for m in state["messages"] if m.get("ephemeral_to")]
+
+    shown = await page.wait_for("U0DAVE", refusal)
+    assert shown[0]["ephemeral_to"] == "U0DAVE"
+    assert "not on the list" in shown[0]["text"]
+    assert refusal(await page.state("U0ALICE")) == []
+    assert chatops.fleet.versions[("api", "prod")] == "1.4.2"
+
+
+async def test_clicks_on_missing_elements_are_refused(page: PageClient) -> None:
+    ts = await start(page, "deploy api 2.3 to prod")
+    status, answer = await page.post(
+        "/api/actions",
+        {
+            "user": "U0BOB",
+            "channel": "C0DEPLOYS",
+            "message_ts": ts,
+            "action": {"action_id": "hb:approve", "type": "button"},
+        },
+    )
+    assert status == 400 and "no element with action_id 'hb:approve'" in answer["error"]
+
+
+async def test_a_select_answers_by_option(page: PageClient) -> None:
+    await start(page, "deploy web to staging")
+    question = await page.wait_for(
+        "U0ALICE", lambda s: next(iter(bot_replies(s, "Which version of web")), None)
+    )
+    select = next(
+        item
+        for block in question["blocks"]
+        for item in [*block.get("elements", []), block.get("accessory") or {}]
+        if item.get("type") == "static_select"
+    )
+    option = next(o for o in select["options"] if o["text"]["text"] == "2.2.1")
+    status, clicked = await page.post(
+        "/api/actions",
+        {
+            "user": "U0ALICE",
+            "channel": "C0DEPLOYS",
+            "message_ts": question["ts"],
+            "action": {
+                "action_id": select["action_id"],
+                "type": "static_select",
+                "selected_option": option,
+            },
+        },
+    )
+    assert (status, clicked["ok"]) == (200, True)
+    card = await page.wait_for("U0ALICE", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
+    assert '"version": "2.2.1"' in str(card["blocks"]).replace("\\n", "\n").replace("'", '"')
+
+
+async def test_modal_errors_come_back_then_an_answer_closes_it(page: PageClient) -> None:
+    await start(page, "write a release note")
+    question = await page.wait_for(
+        "U0ALICE", lambda s: next(iter(bot_replies(s, "What changed in this release?")), None)
+    )
+    button = next(
+        item
+        for block in question["blocks"]
+        for item in block.get("elements", [])
+        if item.get("type") == "button"
+    )
+    status, _ = await page.post(
+        "/api/actions",
+        {
+            "user": "U0ALICE",
+            "channel": "C0DEPLOYS",
+            "message_ts": question["ts"],
+            "action": {"action_id": button["action_id"], "type": "button"},
+        },
+    )
+    assert status == 200
+    view = await page.wait_for("U0ALICE", lambda s: next(iter(s["views"]), None))
+    assert (await page.state("U0BOB"))["views"] == []
+    block = next(b for b in view["view"]["blocks"] if b["type"] == "input")
+    action_id = block["element"]["action_id"]
+
+    def values(text: str | None) -> dict[str, Any]:
+        return {block["block_id"]: {action_id: {"type": block["element"]["type"], "value": text}}}
+
+    status, other = await page.post(
+        "/api/views/submit", {"user": "U0BOB", "view_id": view["id"], "values": values("x")}
+    )
+    assert status == 400 and "was opened for 'U0ALICE'" in other["error"]
+
+    status, rejected = await page.post(
+        "/api/views/submit", {"user": "U0ALICE", "view_id": view["id"], "values": values(None)}
+    )
+    assert status == 200 and rejected["response_action"] == "errors"
+    assert list(rejected["errors"]) == [block["block_id"]]
+    assert [v["id"] for v in (await page.state("U0ALICE"))["views"]] == [view["id"]]
+
+    status, accepted = await page.post(
+        "/api/views/submit",
+        {"user": "U0ALICE", "view_id": view["id"], "values": values("Faster deploys")},
+    )
+    assert (status, accepted) == (200, {"ok": True, "status": 200})
+    assert (await page.state("U0ALICE"))["views"] == []
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "> :memo: Faster deploys"))
+
+
+async def test_closing_a_modal(page: PageClient) -> None:
+    await start(page, "write a release note")
+    question = await page.wait_for(
+        "U0ALICE", lambda s: next(iter(bot_replies(s, "What changed in this release?")), None)
+    )
+    button = next(
+        item
+        for block in question["blocks"]
+        for item in block.get("elements", [])
+        if item.get("type") == "button"
+    )
+    await page.post(
+        "/api/actions",
+        {
+            "user": "U0ALICE",
+            "channel": "C0DEPLOYS",
+            "message_ts": question["ts"],
+            "action": {"action_id": button["action_id"], "type": "button"},
+        },
+    )
+    view = await page.wait_for("U0ALICE", lambda s: next(iter(s["views"]), None))
+    status, answer = await page.post("/api/views/close", {"user": "U0BOB", "view_id": view["id"]})
+    assert status == 400
+    status, answer = await page.post("/api/views/close", {"user": "U0ALICE", "view_id": view["id"]})
+    assert (status, answer) == (200, {"ok": True})
+    assert (await page.state("U0ALICE"))["views"] == []
+    still = next(m for m in (await page.state("U0ALICE"))["messages"] if m["ts"] == question["ts"])
+    assert element(still, button["action_id"]) is not None

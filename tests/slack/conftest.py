@@ -1,0 +1,126 @@
+"""A running bot over real HTTP, a LocalSlack it talks to, and a store of each kind."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from bot import Agent
+from bot.playground._slack import LocalSlack, Message
+from bot.slack import SlackBot, load_settings
+from state import Store, open_store
+
+CHANNEL = "C0GENERAL"
+ALICE = "U0ALICE"
+BOB = "U0BOB"
+CAROL = "U0CAROL"
+DAVE = "U0DAVE"
+
+
+@dataclass
+class Clock:
+    """Time the bot sees; tests move it forward instead of sleeping."""
+
+    now: float = field(default_factory=time.time)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Harness:
+    slack: LocalSlack
+    bot: SlackBot
+    store: Store
+    clock: Clock
+
+    async def mention(self, user: str, text: str, *, channel: str = CHANNEL) -> Message:
+        message = await self.slack.post_user_message(user, channel, text)
+        await self.bot.drain()
+        return message
+
+    async def reply(
+        self, user: str, thread_ts: str, text: str, *, channel: str = CHANNEL, mention: bool = False
+    ) -> Message:
+        message = await self.slack.post_user_message(
+            user, channel, text, thread_ts=thread_ts, mention=mention
+        )
+        await self.bot.drain()
+        return message
+
+    def bot_replies(self, thread_ts: str) -> list[Message]:
+        return [m for m in self.slack.bot_messages(thread_ts=thread_ts)]
+
+    def cards(self, thread_ts: str) -> list[Message]:
+        """Copies of the cards as they are now (LocalSlack updates its messages in place)."""
+        return [copy.deepcopy(m) for m in self.bot_replies(thread_ts) if m.blocks]
+
+    def card(self, thread_ts: str) -> Message:
+        cards = self.cards(thread_ts)
+        assert cards, f"no card in thread {thread_ts}: {self.bot_replies(thread_ts)}"
+        return cards[-1]
+
+    @staticmethod
+    def interaction_id(card: Message) -> str:
+        for block in card.blocks:
+            block_id = str(block.get("block_id", ""))
+            if block_id.startswith("hb|"):
+                return block_id.split("|")[1]
+        raise AssertionError(f"no interaction block in {card.blocks}")
+
+    def texts(self, thread_ts: str) -> list[str]:
+        return [m.text for m in self.bot_replies(thread_ts) if not m.blocks]
+
+    async def click(self, user: str, ts: str, action_id: str, **kwargs: Any) -> int:
+        response = await self.slack.click(user, ts, action_id, **kwargs)
+        await self.bot.drain()
+        return response.status
+
+    def ephemerals(self, user: str) -> list[str]:
+        return [e.text for e in self.slack.ephemerals_for(user)]
+
+
+BotFactory = Callable[..., AbstractAsyncContextManager[Harness]]
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[LocalSlack]:
+    async with LocalSlack() as local:
+        yield local
+
+
+@pytest.fixture
+def make_bot(slack: LocalSlack, store_url: str) -> BotFactory:
+    """`async with make_bot(agent, HANDBACK_APPROVERS=...) as h:` a bot on this test's store."""
+
+    @asynccontextmanager
+    async def factory(agent: Agent, **settings: Any) -> AsyncIterator[Harness]:
+        config = load_settings(
+            slack_bot_token=slack.bot_token,
+            slack_signing_secret=slack.signing_secret,
+            slack_api_url=slack.api_url,
+            handback_store=store_url,
+            **{key.lower(): value for key, value in settings.items()},
+        )
+        clock = Clock()
+        async with (
+            open_store(store_url) as store,
+            SlackBot(agent=agent, store=store, settings=config, clock=clock, sweep=False) as bot,
+            bot.serve_http("127.0.0.1", 0) as url,
+        ):
+            slack.bot_url = url
+            await bot.drain()
+            yield Harness(slack=slack, bot=bot, store=store, clock=clock)
+            await bot.drain()
+
+    # The root conftest's `redis_store_url` deletes this test's Redis keys afterwards.
+    return factory

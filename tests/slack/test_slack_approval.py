@@ -1,0 +1,100 @@
+"""Approvals end to end over real HTTP: mention, card, click, card updated, answer in thread."""
+
+from __future__ import annotations
+
+import pytest
+
+from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_DENY_REASON
+
+from . import agents
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deploys() -> None:
+    agents.DEPLOYS.clear()
+
+
+async def test_approve_by_allowed_user_resumes_and_answers_in_thread(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        assert card.thread_ts == asked.ts
+        assert "deploy" in card.text
+        assert agents.DEPLOYS == []
+
+        assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
+
+        updated = h.slack.message(card.channel, card.ts)
+        assert updated is not None and updated.edited
+        shown = str(updated.blocks)
+        assert f"<@{BOB}>" in shown and "Approved" in shown
+        assert ACTION_APPROVE not in shown  # the buttons are gone
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert h.texts(asked.ts)[-1] == "Tool said: deployed api to prod"
+        audit = await h.store.recent_audit()
+        assert [e.action for e in audit if e.action == "answered"] == ["answered"]
+
+
+async def test_deny_reason_reaches_the_model(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+
+        await h.click(BOB, card.ts, ACTION_DENY_REASON)
+        [view] = list(h.slack.views.values())
+        assert view.user == BOB
+        [reason_block] = [b["block_id"] for b in view.view["blocks"] if b["type"] == "input"]
+
+        empty = await h.slack.submit_view(BOB, view.id, {reason_block: ""})
+        assert empty.json()["response_action"] == "errors"
+        assert reason_block in empty.json()["errors"]
+        await h.bot.drain()
+        assert agents.DEPLOYS == []
+
+        done = await h.slack.submit_view(BOB, view.id, {reason_block: "change freeze"})
+        assert done.status == 200 and not done.body.strip()
+        await h.bot.drain()
+
+        assert agents.DEPLOYS == []
+        assert "change freeze" in h.texts(asked.ts)[-1]
+        assert "Denied" in h.texts(asked.ts)[-1]
+        updated = h.slack.message(card.channel, card.ts)
+        assert updated is not None and f"<@{BOB}>" in str(updated.blocks)
+
+
+async def test_plain_deny_button(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        await h.click(CAROL, h.card(asked.ts).ts, ACTION_DENY)
+        assert agents.DEPLOYS == []
+        assert "Denied" in h.texts(asked.ts)[-1]
+
+
+async def test_policy_refusals_are_ephemeral_and_audited(make_bot: BotFactory) -> None:
+    async with make_bot(
+        agents.approval_agent, HANDBACK_TOOL_APPROVERS='{"deploy": ["S0OPS", "U0DAVE"]}'
+    ) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+
+        await h.click(ALICE, card.ts, ACTION_APPROVE)  # asked for it herself
+        assert "someone else" in h.ephemerals(ALICE)[-1]
+        h.slack.add_user("U0EVE", "eve")
+        await h.click("U0EVE", card.ts, ACTION_APPROVE)  # not an approver
+        assert "may approve `deploy`" in h.ephemerals("U0EVE")[-1]
+        assert agents.DEPLOYS == []
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending"
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert {e.user for e in refused} == {ALICE, "U0EVE"}
+
+        await h.click(DAVE, card.ts, ACTION_APPROVE)  # named directly
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+
+
+async def test_self_approval_when_allowed(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_ALLOW_SELF_APPROVAL="true") as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        await h.click(ALICE, h.card(asked.ts).ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]

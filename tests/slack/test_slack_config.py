@@ -1,0 +1,209 @@
+"""Configuration and the command line: one clear line and exit code 2 for every mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import chatops
+from bot._cli import AgentRefError, load_agent, main
+from bot.slack import AnswerPolicy, ConfigError, Settings, load_settings
+from state import InteractionRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDBACK = Path(sys.executable).parent / "handback"
+
+GOOD = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "secret"}
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith(("SLACK_", "HANDBACK_", "OPENAI_")) or key in {"PORT", "HOST"}:
+            monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def _settings(env: pytest.MonkeyPatch, **values: str) -> Settings:
+    for key, value in {**GOOD, **values}.items():
+        env.setenv(key, value)
+    return load_settings()
+
+
+def test_defaults(env: pytest.MonkeyPatch) -> None:
+    settings = _settings(env)
+    assert settings.port == 3000
+    assert settings.slack_api_url == "https://slack.com/api/"
+    assert settings.handback_store == "sqlite:///handback.db"
+    assert settings.handback_interaction_ttl == 24 * 3600
+    assert settings.socket_mode is False
+    assert settings.handback_approvers == []
+
+
+def test_policy_settings_parse(env: pytest.MonkeyPatch) -> None:
+    settings = _settings(
+        env,
+        HANDBACK_APPROVERS="U01, S02 W03",
+        HANDBACK_TOOL_APPROVERS='{"deploy": ["S0OPS"], "restart": "U1 U2"}',
+        HANDBACK_INTERACTION_TTL="30m",
+        HANDBACK_ALLOW_SELF_APPROVAL="yes",
+        SLACK_API_URL="http://127.0.0.1:9/api",
+        SLACK_APP_TOKEN="xapp-1",
+    )
+    assert settings.handback_approvers == ["U01", "S02", "W03"]
+    assert settings.handback_tool_approvers == {"deploy": ["S0OPS"], "restart": ["U1", "U2"]}
+    assert settings.handback_interaction_ttl == 1800
+    assert settings.handback_allow_self_approval is True
+    assert settings.slack_api_url == "http://127.0.0.1:9/api/"
+    assert settings.socket_mode is True
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"SLACK_BOT_TOKEN": ""}, "SLACK_BOT_TOKEN is invalid"),
+        ({"SLACK_BOT_TOKEN": "xoxp-user"}, "SLACK_BOT_TOKEN is invalid: must be a bot token"),
+        ({"SLACK_SIGNING_SECRET": ""}, "SLACK_SIGNING_SECRET is missing"),
+        ({"SLACK_APP_TOKEN": "xoxb-wrong"}, "SLACK_APP_TOKEN is invalid"),
+        ({"PORT": "http"}, "PORT is invalid"),
+        ({"HANDBACK_STORE": "postgres://x"}, "HANDBACK_STORE is invalid"),
+        ({"HANDBACK_APPROVERS": "alice"}, "HANDBACK_APPROVERS is invalid"),
+        ({"HANDBACK_TOOL_APPROVERS": "{deploy"}, "HANDBACK_TOOL_APPROVERS is invalid"),
+        ({"HANDBACK_TOOL_APPROVERS": "[]"}, "HANDBACK_TOOL_APPROVERS is invalid"),
+        ({"HANDBACK_INTERACTION_TTL": "soon"}, "HANDBACK_INTERACTION_TTL is invalid"),
+        ({"HANDBACK_INTERACTION_TTL": "0"}, "HANDBACK_INTERACTION_TTL is invalid"),
+        ({"SLACK_API_URL": "slack.com"}, "SLACK_API_URL is invalid"),
+    ],
+)
+def test_bad_settings_name_the_variable(
+    env: pytest.MonkeyPatch, values: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _settings(env, **values)
+    message = str(caught.value)
+    assert message.startswith(expected)
+    assert "\n" not in message
+
+
+def test_missing_bot_token(env: pytest.MonkeyPatch) -> None:
+    env.setenv("SLACK_SIGNING_SECRET", "s")
+    with pytest.raises(ConfigError, match="^SLACK_BOT_TOKEN is missing$"):
+        load_settings()
+
+
+def test_load_agent() -> None:
+    assert load_agent("bot.chatops:agent") is chatops.agent
+    for ref, expected in [
+        ("bot.chatops", "is not MODULE:ATTR"),
+        ("no_such_module_xyz:agent", "cannot import module `no_such_module_xyz`"),
+        ("bot.chatops:nope", "has no attribute `nope`"),
+        ("bot.chatops:fleet", "is a Fleet, not a bot.Agent"),
+    ]:
+        with pytest.raises(AgentRefError, match=expected):
+            load_agent(ref)
+
+
+def _handback(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "HANDBACK_"))}
+    return subprocess.run(
+        [str(HANDBACK), *args],
+        cwd=ROOT,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["run"], {}, "handback: SLACK_BOT_TOKEN is missing\n"),
+        (
+            ["run", "bot.chatops:missing"],
+            GOOD,
+            "handback: module `bot.chatops` has no attribute `missing`\n",
+        ),
+        (
+            ["run"],
+            {**GOOD, "OPENAI_API_KEY": ""},
+            "handback: OPENAI_API_KEY is missing (agent `chatops` uses model "
+            "`openai/gpt-4o-mini`)\n",
+        ),
+        (["run"], {**GOOD, "HANDBACK_INTERACTION_TTL": "-1"}, None),
+    ],
+)
+def test_cli_fails_with_one_line(args: list[str], env: dict[str, str], expected: str | None) -> None:
+    result = _handback(*args, env={"OPENAI_API_KEY": "", **env})
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
+    if expected is not None:
+        assert result.stderr == expected
+
+
+def test_cli_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "run" in out and "dev" in out
+
+
+async def test_policy_groups_and_rules() -> None:
+    members = {"S0OPS": frozenset({"U0BOB"})}
+
+    async def lookup(group: str) -> frozenset[str]:
+        return members.get(group, frozenset())
+
+    def approval(tool: str) -> InteractionRecord:
+        return InteractionRecord(
+            interaction_id="i",
+            run_id="r",
+            kind="approval",
+            payload={"tool": tool, "arguments": {}},
+            requester="U0ALICE",
+        )
+
+    question = InteractionRecord(interaction_id="q", run_id="r", kind="ask_user", payload={})
+    policy = AnswerPolicy(approvers=("S0OPS",), tool_approvers={"restart": ("U0CAROL",)})
+    assert await policy.refusal(approval("deploy"), "U0BOB", lookup) is None
+    assert await policy.refusal(approval("deploy"), "U0CAROL", lookup) is not None
+    assert await policy.refusal(approval("restart"), "U0CAROL", lookup) is None
+    assert await policy.refusal(approval("restart"), "U0BOB", lookup) is not None
+    assert await policy.refusal(question, "U0ANYONE", lookup) is None
+    # The requester may not approve, even when listed.
+    listed = AnswerPolicy(approvers=("U0ALICE",))
+    assert await listed.refusal(approval("deploy"), "U0ALICE", lookup) is not None
+    allowed = AnswerPolicy(approvers=("U0ALICE",), allow_self_approval=True)
+    assert await allowed.refusal(approval("deploy"), "U0ALICE", lookup) is None
+    narrowed = AnswerPolicy(answerers=("S0OPS",))
+    assert await narrowed.refusal(question, "U0BOB", lookup) is None
+    assert await narrowed.refusal(question, "U0DAVE", lookup) is not None
+
+
+def test_chatops_agent_tools_are_stable() -> None:
+    tools = chatops.agent.tools
+    assert sorted(tools) == sorted(
+        ["deploy", "restart", "fleet_status", "ask_user", "ask_user_multi", "confirm"]
+    )
+    assert tools["deploy"].requires_approval is True
+    assert set(tools["deploy"].parameters["properties"]) == {"service", "version", "environment"}
+    assert set(tools["restart"].parameters["properties"]) == {"service", "environment"}
+    assert set(tools["fleet_status"].parameters["properties"]) == {"environment"}
+
+
+def test_slack_package_exports() -> None:
+    import bot.slack
+
+    assert bot.slack.__all__ == sorted(bot.slack.__all__)
+    for name in bot.slack.__all__:
+        assert hasattr(bot.slack, name)

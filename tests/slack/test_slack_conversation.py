@@ -1,0 +1,124 @@
+"""Threads as conversations, DMs, de-duplicated deliveries, and messages the bot must ignore."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.testing import FunctionModel
+
+from . import agents
+from .conftest import ALICE, BOB, CHANNEL, BotFactory
+
+
+def _model_calls() -> int:
+    model = agents.memory_agent.model
+    assert isinstance(model, FunctionModel)
+    return model.calls
+
+
+async def test_mention_answers_in_thread_and_follow_up_remembers(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        asked = await h.mention(ALICE, "my favourite colour is teal")
+        assert h.texts(asked.ts) == ["I have heard: my favourite colour is teal"]
+        assert h.slack.bot_messages()[0].thread_ts == asked.ts
+
+        await h.reply(BOB, asked.ts, "and mine is red")
+        assert h.texts(asked.ts)[-1] == (
+            "I have heard: my favourite colour is teal | and mine is red"
+        )
+        # A mention inside the thread continues it too (and is taken once, not twice).
+        await h.reply(ALICE, asked.ts, "what did we say?", mention=True)
+        assert h.texts(asked.ts)[-1].endswith("| and mine is red | what did we say?")
+        assert len(h.texts(asked.ts)) == 3
+
+
+async def test_status_reaction_while_working(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        asked = await h.mention(ALICE, "hi")
+        added = h.slack.calls_to("reactions.add")
+        removed = h.slack.calls_to("reactions.remove")
+        assert [c.args["timestamp"] for c in added] == [asked.ts]
+        assert [c.args["timestamp"] for c in removed] == [asked.ts]
+        assert h.slack.message(CHANNEL, asked.ts).reactions == {}  # type: ignore[union-attr]
+
+
+async def test_direct_message_starts_a_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        dm = h.slack.dm_channel(ALICE)
+        asked = await h.slack.post_user_message(ALICE, dm, "hello in private")
+        await h.bot.drain()
+        [answer] = h.slack.bot_messages(channel=dm)
+        assert answer.thread_ts == asked.ts
+        assert answer.text == "I have heard: hello in private"
+
+
+async def test_channel_chatter_outside_bot_threads_is_ignored(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = _model_calls()
+        top = await h.slack.post_user_message(ALICE, CHANNEL, "lunch?", mention=False)
+        await h.slack.post_user_message(BOB, CHANNEL, "sure", thread_ts=top.ts, mention=False)
+        await h.bot.drain()
+        assert h.slack.bot_messages() == []
+        assert _model_calls() == before
+
+
+async def test_same_event_delivered_twice_starts_one_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = _model_calls()
+        message = await h.slack.post_user_message(ALICE, CHANNEL, "once please", deliver=False)
+        mention_event = h.slack.events_for(message)[0]
+        assert mention_event["type"] == "app_mention"
+        first, retry, retry2 = await asyncio.gather(
+            h.slack.send_event(mention_event, event_id="Ev0DUPLICATE"),
+            h.slack.send_event(mention_event, event_id="Ev0DUPLICATE", retry_num=1),
+            h.slack.send_event(mention_event, event_id="Ev0DUPLICATE", retry_num=2),
+        )
+        await h.bot.drain()
+        assert {first.status, retry.status, retry2.status} == {200}
+        assert h.texts(message.ts) == ["I have heard: once please"]
+        assert _model_calls() == before + 1
+
+
+async def test_own_and_other_bots_messages_are_ignored(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        asked = await h.mention(ALICE, "start")
+        calls = _model_calls()
+        replies = len(h.texts(asked.ts))
+        base = {"channel": CHANNEL, "thread_ts": asked.ts, "channel_type": "channel"}
+        own = {
+            "type": "message",
+            "user": h.slack.bot_user_id,
+            "bot_id": h.slack.bot_id,
+            "text": "I have heard: start",
+            "ts": "1.000001",
+            **base,
+        }
+        other_bot = {**own, "user": "U0OTHERBOT", "bot_id": "B0OTHER", "ts": "1.000002"}
+        edited = {
+            "type": "message",
+            "subtype": "message_changed",
+            "message": {"user": ALICE, "text": "edited"},
+            "ts": "1.000003",
+            **base,
+        }
+        for event in (own, other_bot, edited):
+            assert (await h.slack.send_event(event)).status == 200
+        await h.bot.drain()
+        assert _model_calls() == calls
+        assert len(h.texts(asked.ts)) == replies
+
+
+async def test_new_message_supersedes_a_pending_question(make_bot: BotFactory) -> None:
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        card = h.card(asked.ts)
+        interaction_id = h.interaction_id(card)
+        stale_click = h.slack.block_actions_payload(BOB, card.ts, "hb:confirm")
+        # Not a free-text question, so the reply continues the conversation instead.
+        await h.reply(ALICE, asked.ts, "never mind, do nothing")
+        stored = await h.store.get_interaction(interaction_id)
+        assert stored is not None and stored.status == "superseded"
+        assert "superseded" in str(h.slack.message(card.channel, card.ts).blocks)  # type: ignore[union-attr]
+        await h.slack.send_interactivity(stale_click)
+        await h.bot.drain()
+        assert "moved on" in h.ephemerals(BOB)[-1]

@@ -1,0 +1,92 @@
+"""Time and restarts: expiry closes cards and cancels runs; answered runs are recovered."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from blocks import ACTION_APPROVE
+from state import AuditEntry
+
+from . import agents
+from .conftest import ALICE, BOB, BotFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deploys() -> None:
+    agents.DEPLOYS.clear()
+
+
+async def test_sweeper_expires_card_and_cancels_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_INTERACTION_TTL="1h") as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        interaction_id = h.interaction_id(card)
+        stale_click = h.slack.block_actions_payload(BOB, card.ts, ACTION_APPROVE)
+
+        h.clock.advance(3599)
+        assert await h.bot.sweeper.run_until_idle() == 0
+        h.clock.advance(2)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        await h.bot.drain()
+
+        stored = await h.store.get_interaction(interaction_id)
+        assert stored is not None and stored.status == "expired"
+        assert "expired" in str(h.slack.message(card.channel, card.ts).blocks)  # type: ignore[union-attr]
+        run = await h.store.load_run(stored.run_id)
+        assert run is not None and run.resumed_by is not None
+        child = await h.store.load_run(run.resumed_by)
+        assert child is not None and child.status == "cancelled"
+        assert h.texts(asked.ts)[-1].startswith("Stopped")
+        assert "expired" in h.texts(asked.ts)[-1]
+        assert [e.action for e in await h.store.recent_audit()] == ["expired"]
+
+        await h.slack.send_interactivity(stale_click)
+        await h.bot.drain()
+        assert "expired" in h.ephemerals(BOB)[-1]
+        assert agents.DEPLOYS == []
+
+
+async def test_click_after_expiry_before_the_sweep(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_INTERACTION_TTL="60") as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        h.clock.advance(61)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert "expired" in h.ephemerals(BOB)[-1]
+        assert agents.DEPLOYS == []
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "expired"
+        assert h.texts(asked.ts)[-1].startswith("Stopped")
+
+
+async def test_restart_recovers_a_run_answered_but_never_resumed(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        interaction_id = h.interaction_id(card)
+        # What a crash right after the claim leaves behind: answered, audited, never resumed.
+        claim = await h.store.answer_interaction(
+            interaction_id, answer=True, answered_by=BOB, now=time.time()
+        )
+        assert claim.won and claim.record is not None
+        await h.store.audit(
+            AuditEntry(
+                at=time.time(),
+                action="answered",
+                interaction_id=interaction_id,
+                run_id=claim.record.run_id,
+                user=BOB,
+            )
+        )
+    assert agents.DEPLOYS == []
+
+    async with make_bot(agents.approval_agent) as restarted:
+        await restarted.bot.drain()
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert restarted.texts(asked.ts) == ["Tool said: deployed api to prod"]
+
+    async with make_bot(agents.approval_agent) as again:
+        await again.bot.drain()
+        assert len(agents.DEPLOYS) == 1  # recovery never resumes twice

@@ -1,0 +1,137 @@
+"""LocalSlack itself: the Web API it serves to a real slack_sdk client, and its change feed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.playground._slack import LocalSlack
+
+from .conftest import ALICE, CHANNEL
+
+
+def _client(slack: LocalSlack, token: str | None = None) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=token or slack.bot_token,
+        base_url=slack.api_url,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
+    )
+
+
+async def test_web_api_round_trip(slack: LocalSlack) -> None:
+    client = _client(slack)
+    assert (await client.auth_test())["user_id"] == slack.bot_user_id
+    posted = await client.chat_postMessage(
+        channel=CHANNEL, text="hi", blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}]
+    )
+    ts = posted["ts"]
+    await client.chat_update(channel=CHANNEL, ts=ts, text="edited", blocks=[])
+    message = slack.message(CHANNEL, ts)
+    assert message is not None and message.text == "edited" and message.blocks == []
+    await client.reactions_add(channel=CHANNEL, timestamp=ts, name="eyes")
+    assert message.reactions == {"eyes": [slack.bot_user_id]}
+    await client.reactions_remove(channel=CHANNEL, timestamp=ts, name="eyes")
+    replies = await client.conversations_replies(channel=CHANNEL, ts=ts)
+    assert [m["ts"] for m in replies["messages"]] == [ts]
+    assert (await client.usergroups_users_list(usergroup="S0OPS"))["users"] == ["U0BOB", "U0CAROL"]
+    assert (await client.users_info(user=ALICE))["user"]["name"] == "alice"
+    await client.chat_postEphemeral(channel=CHANNEL, user=ALICE, text="psst")
+    assert [e.text for e in slack.ephemerals_for(ALICE)] == ["psst"]
+    await client.api_call(
+        "assistant.threads.setStatus",
+        json={"channel_id": CHANNEL, "thread_ts": ts, "status": "is thinking"},
+    )
+    assert slack.statuses[-1]["status"] == "is thinking"
+    await client.chat_delete(channel=CHANNEL, ts=ts)
+    assert slack.message(CHANNEL, ts) is None
+
+
+async def test_errors_as_slack_gives_them(slack: LocalSlack) -> None:
+    client = _client(slack)
+    for call, error in [
+        (client.api_call("no.such.method"), "unknown_method"),
+        (client.chat_postMessage(channel="C0NOPE", text="x"), "channel_not_found"),
+        (client.views_open(trigger_id="made-up", view={"type": "modal"}), "invalid_trigger_id"),
+        (_client(slack, "xoxb-wrong").auth_test(), "invalid_auth"),
+    ]:
+        with pytest.raises(SlackApiError) as caught:
+            await call
+        assert caught.value.response["error"] == error
+
+
+async def test_rate_limit_once_then_ok(slack: LocalSlack) -> None:
+    slack.fail_next("chat.postMessage", status=429, retry_after=0)
+    await _client(slack).chat_postMessage(channel=CHANNEL, text="eventually")
+    assert [c.status for c in slack.calls if c.method == "chat.postMessage"] == [429, 200]
+    assert [m.text for m in slack.messages] == ["eventually"]
+
+
+async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
+    received: list[tuple[dict[str, str], str]] = []
+
+    async def bot(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        received.append((dict(request.headers), await request.text()))
+        return aiohttp.web.Response(status=200)
+
+    app = aiohttp.web.Application()
+    app.router.add_post("/slack/events", bot)
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+        message = await slack.post_user_message(ALICE, CHANNEL, "hello")
+        verifier = SignatureVerifier(slack.signing_secret)
+        kinds = []
+        for headers, body in received:
+            assert verifier.is_valid_request(body, headers)
+            envelope = json.loads(body)
+            assert envelope["type"] == "event_callback" and envelope["event_id"]
+            assert envelope["authorizations"][0]["user_id"] == slack.bot_user_id
+            kinds.append(envelope["event"]["type"])
+        assert kinds == ["app_mention", "message"]
+        assert message.text == f"<@{slack.bot_user_id}> hello"
+    finally:
+        await runner.cleanup()
+
+
+async def test_wait_for_and_change_feed(slack: LocalSlack) -> None:
+    feed = slack.subscribe()
+    client = _client(slack)
+
+    async def later() -> None:
+        await asyncio.sleep(0)
+        await client.chat_postMessage(channel=CHANNEL, text="ping")
+
+    task = asyncio.create_task(later())
+    found = await slack.wait_for(lambda: [m for m in slack.messages if m.text == "ping"], timeout=5)
+    await task
+    assert found[0].bot_id == slack.bot_id
+    kinds = []
+    while not feed.empty():
+        kinds.append(feed.get_nowait().kind)
+    assert "message" in kinds
+    slack.unsubscribe(feed)
+    with pytest.raises(TimeoutError):
+        await slack.wait_for(lambda: False, timeout=0.05)
+    snapshot = slack.snapshot()
+    json.dumps(snapshot)
+    assert snapshot["messages"][-1]["text"] == "ping"
+
+
+async def test_closed_local_slack_cannot_restart() -> None:
+    slack = LocalSlack()
+    async with slack:
+        pass
+    await slack.aclose()
+    with pytest.raises(RuntimeError):
+        await slack.start()

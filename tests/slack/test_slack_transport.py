@@ -1,0 +1,89 @@
+"""The HTTP edges: Slack's request signatures, the health check, and Web API rate limits."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import aiohttp
+import pytest
+
+from blocks import ACTION_CONFIRM
+
+from . import agents
+from .conftest import ALICE, BOB, CHANNEL, BotFactory, Harness
+
+
+async def _nothing_happened(h: Harness, *, calls_before: int) -> None:
+    await h.bot.drain()
+    assert h.slack.bot_messages() == []
+    assert len(h.slack.calls) == calls_before
+
+
+def _mention_body(h: Harness) -> str:
+    event = {
+        "type": "app_mention",
+        "user": ALICE,
+        "text": f"<@{h.slack.bot_user_id}> hi",
+        "ts": "1700000000.000100",
+        "channel": CHANNEL,
+    }
+    return json.dumps(h.slack.event_envelope(event))
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        {"sign": False},
+        {"timestamp": int(time.time()) - 301},
+        {"signature": "v0=" + "0" * 64},
+    ],
+    ids=["unsigned", "older-than-five-minutes", "forged-signature"],
+)
+async def test_bad_signatures_get_401_and_change_nothing(
+    make_bot: BotFactory, tamper: dict[str, object]
+) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        calls = len(h.slack.calls)
+        response = await h.slack.send_raw(_mention_body(h), **tamper)  # type: ignore[arg-type]
+        assert response.status == 401
+        await _nothing_happened(h, calls_before=calls)
+
+
+async def test_unsigned_click_gets_401_and_changes_nothing(make_bot: BotFactory) -> None:
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        card = h.card(asked.ts)
+        payload = h.slack.block_actions_payload(BOB, card.ts, ACTION_CONFIRM)
+        from urllib.parse import urlencode
+
+        body = urlencode({"payload": json.dumps(payload)})
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        old = int(time.time()) - 600
+        assert (await h.slack.send_raw(body, headers=headers, sign=False)).status == 401
+        assert (await h.slack.send_raw(body, headers=headers, timestamp=old)).status == 401
+        await h.bot.drain()
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending"
+        assert h.texts(asked.ts) == []
+
+
+async def test_healthz(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        url = h.slack.bot_url
+        assert url is not None
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url.replace("/slack/events", "/healthz")) as response,
+        ):
+            assert response.status == 200
+            assert (await response.json())["ok"] is True
+
+
+async def test_rate_limited_post_is_retried(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        h.slack.fail_next("chat.postMessage", status=429, retry_after=0)
+        asked = await h.mention(ALICE, "hello")
+        assert h.texts(asked.ts) == ["I have heard: hello"]
+        posts = [c.status for c in h.slack.calls if c.method == "chat.postMessage"]
+        assert posts == [429, 200]

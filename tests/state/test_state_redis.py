@@ -1,0 +1,167 @@
+"""Redis specifics: one round trip per call, key TTLs, and what the hashes hold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.connection import Connection
+
+from state import AuditEntry, RedisStore
+from state._keys import (
+    DELIVERY_TTL,
+    INTERACTION_GRACE,
+    RUN_TTL,
+    THREAD_TTL,
+    RedisKeys,
+)
+
+from .conftest import make_interaction, make_run
+
+
+class CountingConnection(Connection):
+    """Counts writes to the socket: a pipeline or a script is one write, and one round trip."""
+
+    sends = 0
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        type(self).sends += 1
+        await super().send_packed_command(command, check_health)
+
+
+@pytest.fixture
+async def counted(own_redis_url: str) -> AsyncIterator[RedisStore]:
+    base, prefix = own_redis_url.split("?prefix=", 1)
+    pool = aioredis.ConnectionPool.from_url(base, connection_class=CountingConnection)
+    client = aioredis.Redis(connection_pool=pool)
+    async with RedisStore(client, prefix=prefix) as store:
+        yield store
+    await client.aclose()
+
+
+Operation = Callable[[RedisStore], Awaitable[object]]
+
+OPERATIONS: dict[str, Operation] = {
+    "save_run": lambda s: s.save_run(make_run()),
+    "load_run": lambda s: s.load_run("run-1"),
+    "claim_run": lambda s: s.claim_run("run-1", child_id="child"),
+    "add_interactions": lambda s: s.add_interactions(
+        [make_interaction("ix-1"), make_interaction("ix-2")]
+    ),
+    "get_interaction": lambda s: s.get_interaction("ix-1"),
+    "run_interactions": lambda s: s.run_interactions("run-1"),
+    "set_message": lambda s: s.set_message("ix-1", channel="C1", message_ts="1.2"),
+    "answer_interaction": lambda s: s.answer_interaction(
+        "ix-1", answer=1, answered_by="U1", now=time.time()
+    ),
+    "close_interaction": lambda s: s.close_interaction("ix-2", status="expired", now=time.time()),
+    "due_interactions": lambda s: s.due_interactions(time.time() + 1e6),
+    "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
+    "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
+    "first_delivery": lambda s: s.first_delivery("Ev1"),
+    "audit": lambda s: s.audit(AuditEntry(at=1.0, action="answered")),
+    "recent_audit": lambda s: s.recent_audit(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+async def test_every_call_is_one_round_trip(counted: RedisStore, name: str) -> None:
+    await counted.save_run(make_run())
+    await counted.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
+    operation = OPERATIONS[name]
+    await operation(counted)  # the server learns the script on its first use
+    CountingConnection.sends = 0
+    await operation(counted)
+    assert CountingConnection.sends == 1
+
+
+async def test_the_counter_sees_more_than_one_round_trip(counted: RedisStore) -> None:
+    """The counting connection itself can fail: two calls are two writes."""
+    await counted.load_run("run-1")
+    CountingConnection.sends = 0
+    await counted.load_run("run-1")
+    await counted.load_run("run-2")
+    assert CountingConnection.sends == 2
+
+
+@pytest.fixture
+async def raw(own_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(own_redis_url.split("?", 1)[0])
+    yield client
+    await client.aclose()
+
+
+async def test_every_key_has_a_ttl_from_keys(counted: RedisStore, raw: aioredis.Redis) -> None:
+    keys = RedisKeys(counted.prefix)
+    expires_at = time.time() + 3600
+    await counted.save_run(make_run())
+    await counted.add_interactions([make_interaction("ix-1", expires_at=expires_at)])
+    await counted.set_thread_run("C1", "1.1", "run-1")
+    await counted.first_delivery("Ev1")
+
+    def near(ttl: int, expected: float) -> bool:
+        return expected - 5 <= ttl <= expected
+
+    assert near(await raw.ttl(keys.run("run-1")), RUN_TTL)
+    assert near(await raw.ttl(keys.interaction("ix-1")), 3600 + INTERACTION_GRACE)
+    assert near(await raw.ttl(keys.run_interactions("run-1")), RUN_TTL)
+    assert near(await raw.ttl(keys.thread("C1", "1.1")), THREAD_TTL)
+    assert near(await raw.ttl(keys.delivery("Ev1")), DELIVERY_TTL)
+
+
+async def test_an_already_expired_interaction_is_kept_for_the_grace_period(
+    counted: RedisStore, raw: aioredis.Redis
+) -> None:
+    await counted.add_interactions([make_interaction("ix-1", expires_at=0.0)])
+    ttl = await raw.ttl(RedisKeys(counted.prefix).interaction("ix-1"))
+    assert INTERACTION_GRACE - 5 <= ttl <= INTERACTION_GRACE
+    assert await counted.get_interaction("ix-1") is not None
+
+
+async def test_all_keys_live_under_the_prefix(counted: RedisStore, raw: aioredis.Redis) -> None:
+    for operation in OPERATIONS.values():
+        await operation(counted)
+    keys = RedisKeys(counted.prefix)
+    expected = {
+        keys.run("run-1"),
+        keys.interaction("ix-1"),
+        keys.interaction("ix-2"),
+        keys.run_interactions("run-1"),
+        keys.thread("C1", "1.1"),
+        keys.delivery("Ev1"),
+        keys.audit,
+    }  # `due` is gone: both interactions left it, and Redis deletes an empty sorted set.
+    found = {key.decode() async for key in raw.scan_iter(match=f"{counted.prefix}*")}
+    assert found == expected
+
+
+async def test_the_audit_log_is_capped(
+    counted: RedisStore, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("state._redis.AUDIT_CAP", 3)
+    for n in range(5):
+        await counted.audit(AuditEntry(at=float(n), action="answered"))
+    assert await raw.llen(RedisKeys(counted.prefix).audit) == 3
+    assert [entry.at for entry in await counted.recent_audit()] == [4.0, 3.0, 2.0]
+
+
+async def test_due_drops_members_whose_interaction_expired_away(
+    counted: RedisStore, raw: aioredis.Redis
+) -> None:
+    keys = RedisKeys(counted.prefix)
+    await counted.add_interactions([make_interaction("gone", expires_at=1.0)])
+    await raw.delete(keys.interaction("gone"))
+    assert await counted.due_interactions(time.time()) == []
+    assert await raw.zcard(keys.due) == 0
+
+
+async def test_a_hash_without_its_json_is_corrupt(counted: RedisStore, raw: aioredis.Redis) -> None:
+    from state import CorruptRecordError
+
+    key = RedisKeys(counted.prefix).interaction("ix-1")
+    await raw.hset(key, "status", "pending")
+    with pytest.raises(CorruptRecordError):
+        await counted.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
