@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._choices import Choices, choices_of, is_boolean
 from ._errors import InvalidAnswer
@@ -62,7 +62,7 @@ def _whole_field(choices: Choices) -> Field:
         control="multi_select" if choices.multiple else "select",
         required=True,
         schema={},
-        key="",
+        key=None,
         choices=choices,
         span=range(len(choices.values)),
     )
@@ -148,45 +148,44 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         raise InvalidAnswer("An approval is answered with its buttons.")
     fields = form_fields(record)
     errors: dict[str, str] = {}
-    readings: dict[str, tuple[Field, bool, Any]] = {}
-    picked: dict[str, list[tuple[Field, int]]] = {}
+    # Fields sharing a key are one answer: a choice split into menus of a hundred.
+    groups: dict[str | None, list[tuple[Field, bool, Any]]] = {}
     for field in fields:
         try:
             present, value = read_field(field, submission.values.get(field.block_id))
         except FieldError as exc:
             errors[field.block_id] = str(exc)
             continue
-        if field.choices is not None:
-            picked.setdefault(field.key, []).extend((field, index) for index in value)
+        groups.setdefault(field.key, []).append((field, present, value))
+    values: dict[str | None, Any] = {}
+    for key, readings in groups.items():
+        first = readings[0][0]
+        if any(field.block_id in errors for field in fields if field.key == key):
             continue
-        readings[field.key] = (field, present, value)
-    values: dict[str, Any] = {}
-    for key, (field, present, value) in readings.items():
-        if present:
-            values[key] = value
-        elif field.required:
-            errors[field.block_id] = "Required"
-    for key, chosen in picked.items():
-        group = [field for field in fields if field.key == key]
-        choices = group[0].choices
-        assert choices is not None
-        if any(field.block_id in errors for field in group):
+        if first.choices is None:
+            _, present, value = readings[0]
+            if present:
+                values[key] = value
+            elif first.required:
+                errors[first.block_id] = "Required"
             continue
-        if not chosen:
-            if group[0].required:
-                errors[group[0].block_id] = "Choose an option"
+        picked = [(field, index) for field, _, indexes in readings for index in indexes]
+        if not picked:
+            if first.required:
+                errors[first.block_id] = "Choose an option"
             continue
-        indexes = sorted({index for _, index in chosen})
-        if choices.multiple:
-            values[key] = [choices.values[index] for index in indexes]
+        indexes = sorted({index for _, index in picked})
+        if first.choices.multiple:
+            values[key] = [first.choices.values[index] for index in indexes]
         elif len(indexes) > 1:
-            for field, _ in chosen:
+            for field, _ in picked:
                 errors[field.block_id] = "Choose only one option"
         else:
-            values[key] = choices.values[indexes[0]]
+            values[key] = first.choices.values[indexes[0]]
     if errors:
         raise InvalidAnswer("Some answers need fixing.", errors=errors)
-    answer = values.get("") if any(field.key == "" for field in fields) else values
+    whole = any(field.key is None for field in fields)
+    answer = values.get(None) if whole else {key: v for key, v in values.items() if key is not None}
     _check_form(record, fields, answer)
     return answer
 
@@ -196,14 +195,14 @@ def _check_form(record: InteractionRecord, fields: list[Field], answer: Any) -> 
     violations = schema_errors(record.response_schema, answer)
     if not violations:
         return
-    by_key: dict[str, str] = {}
+    by_key: dict[str | None, str] = {}
     for field in fields:
         by_key.setdefault(field.key, field.block_id)
     fallback = fields[0].block_id
     errors: dict[str, str] = {}
     for violation in violations:
         path = list(violation.absolute_path)
-        key = str(path[0]) if path and isinstance(path[0], str) else ""
+        key = path[0] if path and isinstance(path[0], str) else None
         if violation.validator == "required" and not path:
             names = violation.validator_value
             missing = [
@@ -211,7 +210,7 @@ def _check_form(record: InteractionRecord, fields: list[Field], answer: Any) -> 
                 for name in (names if isinstance(names, list) else [])
                 if isinstance(answer, dict) and name not in answer
             ]
-            key = str(missing[0]) if missing else ""
+            key = str(missing[0]) if missing else None
         target = by_key.get(key, fallback)
         errors.setdefault(target, describe(violation))
     raise InvalidAnswer(describe(violations[0]), errors=errors)
@@ -222,17 +221,8 @@ def accepts_text_reply(record: InteractionRecord) -> bool:
     if record.kind in ("approval", "confirm") or choices_of(record) is not None:
         return False
     fields = form_fields(record)
-    return (
-        len(fields) == 1
-        and fields[0].key == ""
-        and fields[0].control
-        in (
-            "text",
-            "integer",
-            "number",
-            "date",
-        )
-    )
+    typeable = ("text", "integer", "number", "date")
+    return len(fields) == 1 and fields[0].key is None and fields[0].control in typeable
 
 
 def answer_from_text(record: InteractionRecord, text: str) -> Any:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, TypedDict
+from typing import Any, Final, Literal, TypedDict
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._answers import accepts_text_reply
-from ._choices import PAGE_SIZE, Choices, choices_of, is_boolean
+from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -24,12 +24,11 @@ from ._ids import (
     suffixed,
 )
 from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
-from ._text import cut, cut_mrkdwn, date_token, mention, plain, slack_len
+from ._text import cut_mrkdwn, date_token, mention, plain, slack_len
 
-__all__ = ["Message", "option_label", "render_card"]
+__all__ = ["Message", "render_card"]
 
 _BUTTON_LIMIT: Final = 75
-_OPTION_LIMIT: Final = 75
 _PLACEHOLDER_LIMIT: Final = 150
 _LISTED_OPTION_LIMIT: Final = 300
 _MAX_LIST_SECTIONS: Final = 5
@@ -42,7 +41,9 @@ class Message(TypedDict):
     blocks: list[dict[str, Any]]
 
 
-def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+def _button(
+    text: str, action_id: str, value: str, style: Literal["primary", "danger"] | None = None
+) -> dict[str, Any]:
     button: dict[str, Any] = {
         "type": "button",
         "action_id": action_id,
@@ -64,19 +65,9 @@ def _actions(
     }
 
 
-def _numbered(choices: Choices, indexes: range) -> bool:
-    """Number the labels when one of them is cut, so the full list below can be matched up."""
-    return any(slack_len(choices.labels[index]) > _OPTION_LIMIT for index in indexes)
-
-
-def option_label(choices: Choices, index: int, *, numbered: bool) -> str:
-    label = choices.labels[index] or "(empty)"
-    return cut(f"{index + 1}. {label}" if numbered else label, _OPTION_LIMIT)
-
-
 def _option(choices: Choices, index: int, *, numbered: bool) -> dict[str, Any]:
     return {
-        "text": plain(option_label(choices, index, numbered=numbered), _OPTION_LIMIT),
+        "text": plain(choices.label(index, numbered=numbered), OPTION_LIMIT),
         "value": str(index),
     }
 
@@ -86,7 +77,7 @@ def _full_list(choices: Choices, indexes: range) -> list[dict[str, Any]]:
     lines = [
         f"*{index + 1}.* {cut_mrkdwn(choices.labels[index], _LISTED_OPTION_LIMIT)}"
         for index in indexes
-        if slack_len(f"{index + 1}. {choices.labels[index]}") > _OPTION_LIMIT
+        if choices.is_cut(index)
     ]
     sections: list[str] = []
     current = ""
@@ -119,7 +110,7 @@ def _single_choice(record: InteractionRecord, choices: Choices, page: int) -> li
         return [_actions(record, "o", buttons)]
     page = choices.clamp(page)
     indexes = choices.page_range(page)
-    numbered = _numbered(choices, indexes)
+    numbered = choices.numbered(indexes)
     count = len(choices.values)
     select = {
         "type": "static_select",
@@ -156,7 +147,7 @@ def _multi_choice(record: InteractionRecord, choices: Choices) -> list[dict[str,
         button = _button(f"Choose from {count} options…", ACTION_ANSWER, "form", "primary")
         return [_actions(record, "a", [button])]
     indexes = range(count)
-    numbered = _numbered(choices, indexes)
+    numbered = choices.numbered(indexes)
     options = [_option(choices, index, numbered=numbered) for index in indexes]
     picker: dict[str, Any]
     if choices.as_checkboxes:
@@ -195,14 +186,11 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
         if choices.multiple:
             return _multi_choice(record, choices)
         return _single_choice(record, choices, page)
-    blocks = [_actions(record, "a", [_button("Answer", ACTION_ANSWER, "form", "primary")])]
-    if accepts_text_reply(record):
-        blocks.append(context("Or reply in this thread."))
-    return blocks
+    return [_actions(record, "a", [_button("Answer", ACTION_ANSWER, "form", "primary")])]
 
 
 def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
-    parts = []
+    parts = ["Or reply in this thread."] if accepts_text_reply(record) else []
     if record.requester and record.kind != "approval":
         parts.append(f"Requested by {mention(record.requester)}")
     if record.expires_at > 0:

@@ -6,19 +6,22 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
-from ._text import slack_len, to_display
+from ._text import cut, slack_len, to_display
 
 __all__ = [
     "BUTTON_MAX_OPTIONS",
     "CHECKBOX_MAX_OPTIONS",
+    "OPTION_LIMIT",
     "PAGE_SIZE",
     "Choices",
     "choices_of",
     "is_boolean",
 ]
 
+OPTION_LIMIT: Final = 75
+"""Slack's limit on an option's text (and, to be safe, on a button's)."""
 PAGE_SIZE: Final = 100
 """Slack's limit of options per select menu."""
 BUTTON_MAX_OPTIONS: Final = 5
@@ -54,6 +57,20 @@ class Choices:
     @property
     def as_checkboxes(self) -> bool:
         return self.multiple and 0 < len(self.values) <= CHECKBOX_MAX_OPTIONS
+
+    def numbered(self, indexes: range) -> bool:
+        """Whether labels in `indexes` need numbers: when one is cut, numbers tie it to the
+        option spelled out in full elsewhere."""
+        return any(slack_len(self.labels[index]) > OPTION_LIMIT for index in indexes)
+
+    def is_cut(self, index: int) -> bool:
+        """Whether the numbered label of option `index` had to be cut."""
+        return slack_len(f"{index + 1}. {self.labels[index]}") > OPTION_LIMIT
+
+    def label(self, index: int, *, numbered: bool) -> str:
+        """The text of option `index` on a button, select or checkbox."""
+        label = self.labels[index] or "(empty)"
+        return cut(f"{index + 1}. {label}" if numbered else label, OPTION_LIMIT)
 
     def page_range(self, page: int) -> range:
         start = self.clamp(page) * PAGE_SIZE

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Final, Literal
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._choices import PAGE_SIZE, Choices, choices_of
 from ._ids import block_id
@@ -37,8 +37,8 @@ Control = Literal["text", "json", "integer", "number", "date", "boolean", "selec
 
 MAX_CHUNKS: Final = 90
 """Select menus per modal (a modal holds 100 blocks); options past them are typed instead."""
-_MAX_PROPERTIES: Final = 90
-_WHOLE: Final = ""
+_MAX_FIELDS: Final = 95
+"""Inputs per modal, leaving room for the question; a bigger object form is typed as JSON."""
 _INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 _NUMBER = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -67,8 +67,8 @@ class Field:
     control: Control
     required: bool
     schema: dict[str, Any]
-    key: str
-    """The property this field fills in an object answer; `_WHOLE` ("") for the whole answer."""
+    key: str | None
+    """The property this field fills in an object answer; None when it is the whole answer."""
     choices: Choices | None = None
     span: range = range(0)
     """The indexes into `choices.values` this select offers (a chunk of at most 100)."""
@@ -115,7 +115,13 @@ def _schema_choices(schema: dict[str, Any], control: Control) -> Choices | None:
 
 
 def _choice_fields(
-    interaction_id: str, choices: Choices, *, key: str, label: str, required: bool, part: str
+    interaction_id: str,
+    choices: Choices,
+    *,
+    key: str | None,
+    label: str,
+    required: bool,
+    part: str,
 ) -> list[Field]:
     control: Control = "multi_select" if choices.multiple else "select"
     count = len(choices.values)
@@ -166,7 +172,50 @@ def _choice_fields(
 
 def _property_label(name: str, schema: dict[str, Any]) -> str:
     title = schema.get("title")
-    return title if isinstance(title, str) and title.strip() else name
+    if isinstance(title, str) and title.strip():
+        return title
+    return name if name.strip() else "(unnamed)"
+
+
+def _object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] | None:
+    """One input per property, or None when the schema is not a form that fits a modal."""
+    properties = schema.get("properties")
+    if (
+        schema.get("type") != "object"
+        or not isinstance(properties, dict)
+        or not 0 < len(properties) <= _MAX_FIELDS
+        or not all(isinstance(sub, dict) for sub in properties.values())
+    ):
+        return None
+    required = schema.get("required")
+    required_names = set(required) if isinstance(required, list) else set()
+    fields: list[Field] = []
+    for index, (name, sub) in enumerate(properties.items()):
+        control = _control(sub)
+        label = _property_label(str(name), sub)
+        needed = name in required_names
+        sub_choices = _schema_choices(sub, control)
+        if sub_choices is not None:
+            fields += _choice_fields(
+                interaction_id,
+                sub_choices,
+                key=name,
+                label=label,
+                required=needed,
+                part=f"p{index}",
+            )
+            continue
+        fields.append(
+            Field(
+                block_id=block_id(interaction_id, f"p{index}"),
+                label=label,
+                control=control,
+                required=needed,
+                schema=sub,
+                key=name,
+            )
+        )
+    return fields if len(fields) <= _MAX_FIELDS else None
 
 
 def form_fields(record: InteractionRecord) -> list[Field]:
@@ -175,50 +224,15 @@ def form_fields(record: InteractionRecord) -> list[Field]:
     schema = record.response_schema or {}
     choices = choices_of(record)
     if choices is not None:
-        return _choice_fields(
-            iid, choices, key=_WHOLE, label="Your answer", required=True, part="v"
-        )
-    properties = schema.get("properties")
-    if (
-        schema.get("type") == "object"
-        and isinstance(properties, dict)
-        and 0 < len(properties) <= _MAX_PROPERTIES
-        and all(isinstance(sub, dict) for sub in properties.values())
-    ):
-        required = schema.get("required")
-        required_names = set(required) if isinstance(required, list) else set()
-        fields: list[Field] = []
-        for index, (name, sub) in enumerate(properties.items()):
-            name = str(name)
-            control = _control(sub)
-            label = _property_label(name, sub)
-            sub_choices = _schema_choices(sub, control)
-            if sub_choices is not None:
-                fields += _choice_fields(
-                    iid,
-                    sub_choices,
-                    key=name,
-                    label=label,
-                    required=name in required_names,
-                    part=f"p{index}",
-                )
-                continue
-            fields.append(
-                Field(
-                    block_id=block_id(iid, f"p{index}"),
-                    label=label,
-                    control=control,
-                    required=name in required_names,
-                    schema=sub,
-                    key=name,
-                )
-            )
+        return _choice_fields(iid, choices, key=None, label="Your answer", required=True, part="v")
+    fields = _object_fields(iid, schema)
+    if fields is not None:
         return fields
     control = _control(schema)
     label = _property_label("Your answer", schema)
     sub_choices = _schema_choices(schema, control)
     if sub_choices is not None:
-        return _choice_fields(iid, sub_choices, key=_WHOLE, label=label, required=True, part="v")
+        return _choice_fields(iid, sub_choices, key=None, label=label, required=True, part="v")
     return [
         Field(
             block_id=block_id(iid, "v"),
@@ -226,7 +240,7 @@ def form_fields(record: InteractionRecord) -> list[Field]:
             control=control,
             required=control != "boolean",
             schema=schema,
-            key=_WHOLE,
+            key=None,
         )
     ]
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._answers import deny_reason_block_id
-from ._card import option_label
-from ._choices import CHECKBOX_MAX_OPTIONS
+from ._choices import CHECKBOX_MAX_OPTIONS, OPTION_LIMIT
 from ._form import Field, form_fields
 from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL
 from ._summary import SECTION_LIMIT, main_text, section
-from ._text import cut, cut_mrkdwn, plain, slack_len, to_display
+from ._text import cut, cut_mrkdwn, plain, to_display
 
 __all__ = ["render_modal"]
 
@@ -23,7 +22,6 @@ _HINT_LIMIT: Final = 2000
 _PLACEHOLDER_LIMIT: Final = 150
 _INPUT_MAX: Final = 3000
 _SHORT_TEXT: Final = 150
-_OPTION_LIMIT: Final = 75
 
 
 def _numeric(value: Any, *, integer: bool) -> str | None:
@@ -69,12 +67,9 @@ def _bounded_number(field: Field) -> dict[str, Any]:
 def _choice_element(field: Field) -> dict[str, Any]:
     choices = field.choices
     assert choices is not None
-    numbered = any(slack_len(choices.labels[index]) > _OPTION_LIMIT for index in field.span)
+    numbered = choices.numbered(field.span)
     options = [
-        {
-            "text": plain(option_label(choices, index, numbered=numbered), _OPTION_LIMIT),
-            "value": str(index),
-        }
+        {"text": plain(choices.label(index, numbered=numbered), OPTION_LIMIT), "value": str(index)}
         for index in field.span
     ]
     if field.control == "select":
@@ -103,7 +98,7 @@ def _element(field: Field) -> dict[str, Any]:
         case "date":
             return {"type": "datepicker", "action_id": ACTION_INPUT}
         case "boolean":
-            yes = {"text": plain("Yes", _OPTION_LIMIT), "value": "true"}
+            yes = {"text": plain("Yes", OPTION_LIMIT), "value": "true"}
             return {"type": "checkboxes", "action_id": ACTION_INPUT, "options": [yes]}
         case "text" | "json" | "select" | "multi_select":
             return _text_input(field)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._card import Message, render_card
 from ._choices import is_boolean

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._text import cut_mrkdwn, json_code_block, mention, plain, to_display
 
@@ -91,7 +91,7 @@ def _payload_rest(record: InteractionRecord, skip: str | None) -> list[dict[str,
         fields = [
             {
                 "type": "mrkdwn",
-                "text": cut_mrkdwn(str(key), 100).join(("*", "*\n"))
+                "text": f"*{cut_mrkdwn(str(key), 100)}*\n"
                 + cut_mrkdwn(to_display(value), _FIELD_LIMIT - 110),
             }
             for key, value in rest.items()

@@ -71,7 +71,8 @@ def cut_mrkdwn(raw: str, limit: int) -> str:
 
 def plain(text: str, limit: int) -> dict[str, Any]:
     """A plain_text object; Slack does not parse mentions or links in plain text."""
-    return {"type": "plain_text", "text": cut(text, limit) or " "}
+    shown = cut(text, limit)
+    return {"type": "plain_text", "text": shown if shown.strip() else "(empty)"}
 
 
 def mention(user: str | None) -> str:

@@ -10,8 +10,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from state import PendingCall, PendingInteraction, RunRecord, RunStatus, Store, open_store
 
@@ -22,7 +24,7 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
-from ._model import Model, ModelResponse, resolve_model
+from ._model import Model, ModelResponse, ToolCall, resolve_model
 from ._redact import redact
 from ._schema import check_answer
 from ._suspend import Cancel, Cancelled, HandlerScope, Suspended, current_scope
@@ -155,16 +157,33 @@ class AgentRun:
         self.resume = resume
         self.run_id = "run_" + uuid.uuid4().hex
         self.output: OutputEvent | None = None
+        self._started = False
 
     def __aiter__(self) -> AsyncIterator[StartEvent | DeltaEvent | InteractionEvent | OutputEvent]:
+        self._start()
         return self._events(stream=True)
 
     async def collect(self) -> OutputEvent:
-        """Run to the end (or the pause) without streaming and return the `OutputEvent`."""
+        """Run to the end (or the pause) without streaming and return the `OutputEvent`.
+
+        After the run was iterated to its end, this returns that run's output without running
+        anything again.
+        """
+        if self._started and self.output is not None:
+            return self.output
+        self._start()
         async for _ in self._events(stream=False):
             pass
         assert self.output is not None
         return self.output
+
+    def _start(self) -> None:
+        # Running twice would execute the tools again and overwrite the saved run of this id.
+        if self._started:
+            raise UsageError(
+                f"Run `{self.run_id}` was already started; call the agent again for a new run"
+            )
+        self._started = True
 
     # The run itself ------------------------------------------------------------------------
 
@@ -192,14 +211,11 @@ class AgentRun:
             if parent is None:
                 raise RunNotFound(f"No run `{self.parent_id}` in the store", run_id=self.parent_id)
             if self.resume is not None:
-                cancel_reason = await self._claim_for_resume(store, parent, self.resume)
+                cancel_reason, accepted = await self._claim_for_resume(store, parent, self.resume)
                 run.input = parent.input if self.prompt is None else self.prompt
                 run.transcript = list(parent.transcript)
                 run.pending_calls = list(parent.pending_calls)
-                run.answers = {
-                    **parent.answers,
-                    **{k: v for k, v in self.resume.items() if not isinstance(v, Cancel)},
-                }
+                run.answers = {**parent.answers, **accepted}
                 carried = {i.tool_call_id or "": i for i in parent.interactions}
             else:
                 run.transcript = list(parent.transcript)
@@ -276,6 +292,7 @@ class AgentRun:
                     raise RuntimeError(f"model {agent.model.name!r} returned no response")
                 for key, value in response.usage.items():
                     run.usage[key] = run.usage.get(key, 0) + value
+                response.tool_calls = _unique_ids(response.tool_calls, run.transcript)
                 run.transcript.append(response.message())
                 if not response.tool_calls:
                     run.output = response.text
@@ -288,18 +305,22 @@ class AgentRun:
         except Exception as exc:
             # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
             log.exception("run %s of agent %s failed", self.run_id, agent.name)
-            run.pending_calls, run.answers = [], {}
+            run.pending_calls, run.answers, run.interactions = [], {}, []
             yield await self._finish(
                 store, run, "error", reason="exception", message=f"{type(exc).__name__}: {exc}"
             )
 
     async def _claim_for_resume(
         self, store: Store, parent: RunRecord, resume: dict[str, Any]
-    ) -> str | None:
-        """Check every answer, then claim the parent; returns a cancel reason if one was given."""
+    ) -> tuple[str | None, dict[str, Any]]:
+        """Check every answer, then claim the parent.
+
+        Returns the cancel reason if one was given, and the other answers as JSON data.
+        """
         self._check_paused(parent)
         waiting = {i.interaction_id: i for i in parent.interactions}
         cancel: str | None = None
+        accepted: dict[str, Any] = {}
         for iid, value in resume.items():
             interaction = waiting.get(iid)
             if interaction is None:
@@ -313,9 +334,9 @@ class AgentRun:
             if isinstance(value, Cancel):
                 cancel = cancel or value.reason
                 continue
-            check_answer(parent.run_id, interaction, value)
+            accepted[iid] = check_answer(parent.run_id, interaction, value)
         await self._claim(store, parent)
-        return cancel
+        return cancel, accepted
 
     def _check_paused(self, parent: RunRecord) -> None:
         if parent.status != "paused":
@@ -390,7 +411,8 @@ class AgentRun:
                 decision = scope.suspend(
                     {
                         "tool": tool.name,
-                        "arguments": redact(arguments),
+                        # JSON first, so that redaction also reaches into model-typed arguments.
+                        "arguments": redact(to_jsonable_python(arguments, fallback=str)),
                         "tool_call_id": call.tool_call_id,
                     },
                     "approval",
@@ -423,6 +445,9 @@ class AgentRun:
         run.interactions = [o.suspended for o in waiting if o.suspended is not None]
         keep = {iid for o in waiting for iid in o.used_answers}
         run.answers = {k: v for k, v in run.answers.items() if k in keep}
+        # Saved before any interaction is emitted: a caller may stop iterating at the first one
+        # and still resume with its id.
+        output = await self._finish(store, run, "cancelled", reason="input_required", paused=True)
         for interaction in run.interactions:
             yield InteractionEvent(
                 run_id=self.run_id,
@@ -437,7 +462,7 @@ class AgentRun:
                 payload=interaction.payload,
                 response_schema=interaction.response_schema,
             )
-        yield await self._finish(store, run, "cancelled", reason="input_required", paused=True)
+        yield output
 
     async def _finish(
         self,
@@ -489,9 +514,31 @@ def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=str)
+        # pydantic models and dataclasses become JSON objects, not their repr.
+        return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _unique_ids(calls: list[ToolCall], transcript: list[dict[str, Any]]) -> list[ToolCall]:
+    """The calls, with a fresh id for any that is empty or already used in the conversation.
+
+    Some OpenAI-compatible servers send no ids, or `call_0` on every turn; the runtime keys
+    pending calls and interaction ids by tool call id, so they must be unique.
+    """
+    seen = {
+        call.get("id")
+        for message in transcript
+        for call in message.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
+    unique: list[ToolCall] = []
+    for call in calls:
+        if not call.id or call.id in seen:
+            call = replace(call, id="call_" + uuid.uuid4().hex[:24])
+        seen.add(call.id)
+        unique.append(call)
+    return unique
 
 
 def _tool_message(tool_call_id: str, content: str) -> dict[str, Any]:

@@ -129,6 +129,9 @@ def _run(ref: str) -> int:
         return _fail(f"HANDBACK_STORE cannot be used: {error}")
     except RedisConnectionError as error:
         return _fail(f"HANDBACK_STORE cannot be reached: {error}")
+    except OSError as error:
+        # In HTTP mode almost always the port: in use, or not ours to bind.
+        return _fail(f"cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")
     except KeyboardInterrupt:
         return 130
     return 0

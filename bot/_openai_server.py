@@ -69,10 +69,14 @@ class OpenAICompatServer:
             body = await request.json()
             messages = body["messages"]
         except (ValueError, KeyError, TypeError):
+            messages = None
+        # The script and the usage count read messages as a list of dicts; anything else would
+        # be a 500, which the openai client retries.
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return web.json_response(
                 {
                     "error": {
-                        "message": "body must be JSON with `messages`",
+                        "message": "body must be a JSON object with a `messages` list of objects",
                         "type": "invalid_request_error",
                     }
                 },

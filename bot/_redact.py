@@ -9,7 +9,8 @@ __all__ = ["REDACTED", "redact"]
 
 REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|credential|private[_-]?key|auth|cookie|session",
+    r"pass(word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential"
+    r"|private[_-]?key|auth|bearer|cookie|session",
     re.IGNORECASE,
 )
 

@@ -37,18 +37,24 @@ def check_schema(schema: dict[str, Any] | None) -> None:
         _validator(json.dumps(schema, sort_keys=True))
 
 
-def check_answer(run_id: str, interaction: PendingInteraction, value: Any) -> None:
+def check_answer(run_id: str, interaction: PendingInteraction, value: Any) -> Any:
+    """The answer as JSON data (a tuple becomes a list), or `InvalidResumeValue`.
+
+    The handler gets this normalized value, so it sees the same thing on this resume as on any
+    later one, when the answer comes back from the store.
+    """
     iid = interaction.interaction_id
     try:
-        json.dumps(value)
+        value = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError):
         raise InvalidResumeValue(
-            f"Answer for interaction `{iid}` must be JSON data, got {type(value).__name__}",
+            f"Answer for interaction `{iid}` must be JSON data "
+            f"(no NaN or Infinity), got {type(value).__name__}",
             run_id=run_id,
             interaction_id=iid,
         ) from None
     if interaction.response_schema is None:
-        return
+        return value
     validator = _validator(json.dumps(interaction.response_schema, sort_keys=True))
     error = next(iter(validator.iter_errors(value)), None)
     if error is not None:
@@ -59,3 +65,4 @@ def check_answer(run_id: str, interaction: PendingInteraction, value: Any) -> No
             run_id=run_id,
             interaction_id=iid,
         )
+    return value

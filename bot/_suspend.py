@@ -14,11 +14,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
 from state import PendingInteraction
 
 from ._schema import check_schema
 
-__all__ = ["Cancel", "Cancelled", "HandlerScope", "Suspended", "interaction_id", "suspend"]
+__all__ = [
+    "Cancel",
+    "Cancelled",
+    "HandlerScope",
+    "Suspended",
+    "as_json_payload",
+    "interaction_id",
+    "suspend",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,21 @@ def _canonical(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def as_json_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` as JSON data (datetimes as text, tuples as lists, models as dicts).
+
+    The payload is stored and shown to people; normalizing it here makes the emitted event equal
+    to what the store gives back, and turns an unstorable value into an error in the handler
+    instead of a run that cannot be saved.
+    """
+    try:
+        data = to_jsonable_python(payload)
+    except PydanticSerializationError as exc:
+        raise TypeError(f"suspend() payload must be JSON data: {exc}") from None
+    assert isinstance(data, dict)
+    return data
+
+
 def interaction_id(path: str, payload: dict[str, Any], tool_call_id: str | None, index: int) -> str:
     """A stable id from the handler path, payload, tool call and occurrence index."""
     material = f"{path}\x1f{_canonical(payload)}\x1f{tool_call_id or ''}\x1f{index}"
@@ -70,6 +95,7 @@ class HandlerScope:
     def suspend(
         self, payload: dict[str, Any], kind: str, response_schema: dict[str, Any] | None
     ) -> Any:
+        payload = as_json_payload(payload)
         canonical = _canonical(payload)
         index = self.occurrences.get(canonical, 0)
         self.occurrences[canonical] = index + 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
+import warnings
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
@@ -14,6 +16,9 @@ from ._errors import UsageError
 __all__ = ["ApprovalRule", "Tool", "as_tool"]
 
 ApprovalRule = bool | Callable[..., bool]
+
+# What the Chat Completions API accepts as a function name; `str.isalnum` would let `é` through.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ArgumentsError(ValueError):
@@ -34,8 +39,10 @@ class Tool:
             raise UsageError(f"Tool handler must be callable, got {handler!r}")
         self.handler = handler
         self.name: str = name or str(getattr(handler, "__name__", ""))
-        if not self.name or not self.name.replace("_", "a").replace("-", "a").isalnum():
-            raise UsageError(f"Tool name {self.name!r} must be letters, digits, `_` or `-`")
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise UsageError(
+                f"Tool name {self.name!r} must be 1-64 ASCII letters, digits, `_` or `-`"
+            )
         self.description = description or inspect.getdoc(handler) or ""
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
@@ -88,11 +95,20 @@ def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise UsageError(f"Tool `{name}` cannot take *args or **kwargs (`{param.name}`)")
+        if param.kind is param.POSITIONAL_ONLY:
+            # The handler is called with keyword arguments, the only shape the model sends.
+            raise UsageError(f"Tool `{name}` cannot take positional-only `{param.name}`")
+        if param.name.startswith("_"):
+            # pydantic drops such fields from the schema, so the model could never send them.
+            raise UsageError(f"Tool `{name}` parameter `{param.name}` must not start with `_`")
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
-    return create_model(f"{name}_arguments", __config__=config, **fields)
+    with warnings.catch_warnings():
+        # A parameter named `json` or `copy` is fine here: nobody calls BaseModel methods on it.
+        warnings.filterwarnings("ignore", message=".*shadows an attribute", category=UserWarning)
+        return create_model(f"{name}_arguments", __config__=config, **fields)
 
 
 def as_tool(item: Tool | Callable[..., Any]) -> Tool:

@@ -180,6 +180,7 @@ class LocalSlack:
         api_app_id: str = "A0HANDBACK",
         bot_user_id: str = "U0HANDBACK",
         bot_id: str = "B0HANDBACK",
+        app_token: str = "xapp-local-token",
         with_demo_people: bool = True,
     ) -> None:
         self.signing_secret = signing_secret
@@ -191,6 +192,10 @@ class LocalSlack:
         self.api_app_id = api_app_id
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
+        self.app_token = app_token
+        self.delivery: Literal["http", "socket"] = "http"
+        """How events and interactivity reach the bot: POSTs to `bot_url`, or envelopes over
+        the Socket Mode WebSocket the bot opened (`apps.connections.open`)."""
 
         self.users: dict[str, _User] = {}
         self.usergroups: dict[str, list[str]] = {}
@@ -217,6 +222,8 @@ class LocalSlack:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self._sockets: list[web.WebSocketResponse] = []
+        self._acks: dict[str, asyncio.Future[Any]] = {}
 
         self.add_user(bot_user_id, "handback", is_bot=True)
         if with_demo_people:
@@ -355,6 +362,7 @@ class LocalSlack:
             return
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_get("/socket-mode", self._handle_socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -367,6 +375,8 @@ class LocalSlack:
 
     async def aclose(self) -> None:
         self._closed = True
+        for socket in list(self._sockets):
+            await socket.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -400,6 +410,11 @@ class LocalSlack:
             )
         self.calls.append(ApiCall(method=method, args=args, at=time.time()))
         await self._changed("call", {"method": method})
+        if method == "apps.connections.open":
+            if token != self.app_token:
+                return web.json_response({"ok": False, "error": "invalid_auth"})
+            url = f"ws://{self.host}:{self.port}/socket-mode?ticket={uuid.uuid4().hex}"
+            return web.json_response({"ok": True, "url": url})
         if token != self.bot_token:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         handler = self._methods().get(method)
@@ -410,6 +425,66 @@ class LocalSlack:
         except _ApiError as error:
             return web.json_response({"ok": False, "error": error.code})
         return web.json_response({"ok": True, **body})
+
+    # -------------------------------------------------------------- Socket Mode
+
+    @property
+    def socket_connected(self) -> bool:
+        return any(not socket.closed for socket in self._sockets)
+
+    async def _handle_socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse(autoping=True)
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await socket.send_json(
+            {
+                "type": "hello",
+                "num_connections": len(self._sockets),
+                "debug_info": {"host": "localslack", "approximate_connection_time": 3600},
+                "connection_info": {"app_id": self.api_app_id},
+            }
+        )
+        await self._changed("call", {"method": "socket_mode.connected"})
+        try:
+            async for frame in socket:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                ack = json.loads(frame.data)
+                waiter = self._acks.pop(str(ack.get("envelope_id")), None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(ack.get("payload"))
+        finally:
+            self._sockets.remove(socket)
+            await self._changed("call", {"method": "socket_mode.disconnected"})
+        return socket
+
+    async def _send_envelope(
+        self, kind: Literal["events_api", "interactive"], payload: dict[str, Any], retry: int
+    ) -> BotResponse:
+        """Deliver over Socket Mode and wait for the app's ack, as Slack does (3 s)."""
+        sockets = [socket for socket in self._sockets if not socket.closed]
+        if not sockets:
+            raise RuntimeError("no Socket Mode connection: the bot has not connected yet")
+        envelope_id = str(uuid.uuid4())
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._acks[envelope_id] = waiter
+        await sockets[-1].send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": kind,
+                "payload": payload,
+                "accepts_response_payload": kind == "interactive",
+                "retry_attempt": retry,
+                "retry_reason": "timeout" if retry else "",
+            }
+        )
+        try:
+            async with asyncio.timeout(3):
+                answer = await waiter
+        except TimeoutError:
+            self._acks.pop(envelope_id, None)
+            return BotResponse(status=504, body="")
+        return BotResponse(status=200, body=json.dumps(answer) if answer else "")
 
     def _methods(self) -> dict[str, _Handler]:
         return {
@@ -689,6 +764,8 @@ class LocalSlack:
     ) -> BotResponse:
         """Deliver one event to the bot (a retry repeats `event_id` with `retry_num`)."""
         envelope = self.event_envelope(event, event_id=event_id)
+        if self.delivery == "socket":
+            return await self._send_envelope("events_api", envelope, retry_num or 0)
         headers = {"Content-Type": "application/json"}
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
@@ -855,7 +932,10 @@ class LocalSlack:
         return response
 
     async def send_interactivity(self, payload: dict[str, Any]) -> BotResponse:
-        """POST an interactivity payload form-encoded as `payload=`, signed."""
+        """POST an interactivity payload form-encoded as `payload=`, signed (or send it over
+        Socket Mode)."""
+        if self.delivery == "socket":
+            return await self._send_envelope("interactive", payload, 0)
         body = urlencode({"payload": json.dumps(payload)})
         return await self.send_raw(
             body, headers={"Content-Type": "application/x-www-form-urlencoded"}

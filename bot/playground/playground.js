@@ -518,7 +518,9 @@
   }
 
   const isReply = (m) => m.thread_ts && m.thread_ts !== m.ts;
-  const replyCount = (parent) => state.messages.filter((m) => m.channel === parent.channel && isReply(m) && m.thread_ts === parent.ts).length;
+  // Like Slack, ephemerals do not count as replies.
+  const replyCount = (parent) => state.messages.filter((m) => m.channel === parent.channel
+    && isReply(m) && m.thread_ts === parent.ts && !m.ephemeral_to).length;
 
   /** Re-render a list, reusing nodes whose message did not change (keeps focus and scroll). */
   function renderList(container, cache, list, opts) {
@@ -547,8 +549,11 @@
     model.textContent = state.model.label;
     model.classList.toggle("offline", state.model.offline);
     $("channel-name").textContent = `# ${channelName(channel)}`;
-    $("hint").replaceChildren(h("div", {}, "Try: "),
-      ...state.examples.map((e) => h("div", {}, h("code", {}, e))));
+    $("hint").replaceChildren(...(state.examples.length ? [h("div", {}, "Try:")] : []),
+      ...state.examples.map((e) => h("div", {
+        className: "example", title: "Put in the message box",
+        onclick: () => { $("composer-input").value = e; $("composer-input").focus(); },
+      }, h("code", {}, e))));
 
     const humans = state.users.filter((u) => !u.is_bot);
     const picker = $("as");
@@ -606,8 +611,9 @@
       errors: viewErrors[top.id],
       dispatch: (action) => api("/api/views/action", { user: me, view_id: top.id, action, values: ctx.values }).catch(() => {}),
     };
+    // novalidate: the bot checks submissions and answers with inline errors, as in Slack.
     const form = h("form", {
-      className: "modal", role: "dialog", "aria-label": plain(view.title) || "Modal",
+      className: "modal", role: "dialog", "aria-label": plain(view.title) || "Modal", novalidate: true,
       dataset: { viewId: top.id, callbackId: view.callback_id || "" },
     },
       h("div", { className: "modal-title" }, plain(view.title)),

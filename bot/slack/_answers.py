@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import blocks
@@ -33,22 +34,16 @@ class Refusal(Exception):
     """Why a person's answer was not taken; the message is shown to them as is."""
 
 
+@dataclass(kw_only=True)
 class SubmissionCheck:
     """The outcome of validating a modal before acking it: inline errors, or an answer to claim."""
 
-    def __init__(
-        self,
-        *,
-        errors: dict[str, str] | None = None,
-        record: InteractionRecord | None = None,
-        answer: Any = None,
-        notice: str | None = None,
-    ) -> None:
-        self.errors = errors
-        self.record = record
-        self.answer = answer
-        self.notice = notice
-        """A refusal that cannot be shown inline (no input block): sent as an ephemeral."""
+    errors: dict[str, str] | None = None
+    """By input block id, for `ack(response_action="errors", errors=...)`."""
+    record: InteractionRecord | None = None
+    answer: Any = None
+    notice: str | None = None
+    """A refusal that cannot be shown inline (the view has no input block)."""
 
 
 class Answers:

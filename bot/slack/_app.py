@@ -10,7 +10,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -39,7 +39,7 @@ __all__ = ["SlackBot", "make_client"]
 
 log = logging.getLogger("handback.slack")
 
-_IGNORED_SUBTYPES_OK = frozenset({"file_share", "thread_broadcast"})
+_PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
 """Message subtypes that are still a person talking; every other subtype (edits, deletions,
 joins, bot messages) is not a prompt."""
 
@@ -112,6 +112,8 @@ class SlackBot:
             clock=clock,
         )
         self._sweep = sweep
+        self._thread_tails: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        """The last piece of work queued for each thread."""
         self._sweeper_task: asyncio.Task[None] | None = None
         self._closed = False
         signing_secret = settings.slack_signing_secret
@@ -247,9 +249,18 @@ class SlackBot:
         bot_user_id = context.get("bot_user_id")
         if _not_a_prompt(event, bot_user_id, mention=mention):
             return
-        self.tasks.spawn(
-            self._on_person_message(body, event, bot_user_id, mention=mention), name="event"
-        )
+        # Messages of one thread are handled in the order they arrived: a quick follow-up
+        # continues from the run before it instead of racing it.
+        key = (str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
+        work = self._on_person_message(body, event, bot_user_id, mention=mention)
+        task = self.tasks.spawn(_after(self._thread_tails.get(key), work), name="event")
+        self._thread_tails[key] = task
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self._thread_tails.get(key) is done:
+                del self._thread_tails[key]
+
+        task.add_done_callback(forget)
 
     async def _on_person_message(
         self,
@@ -288,6 +299,17 @@ class SlackBot:
         await self.conversations.start(thread, text=text, message_ts=ts)
 
 
+async def _after(before: asyncio.Task[Any] | None, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` once `before` has finished, however it finished."""
+    try:
+        if before is not None:
+            await asyncio.wait([before])
+    except BaseException:
+        work.close()
+        raise
+    await work
+
+
 def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> bool:
     """True for events that must not start or continue a run."""
     if event.get("bot_id") or event.get("bot_profile"):
@@ -296,7 +318,7 @@ def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bo
     if not user or user == bot_user_id:
         return True
     subtype = event.get("subtype")
-    if subtype and subtype not in _IGNORED_SUBTYPES_OK:
+    if subtype and subtype not in _PERSON_SUBTYPES:
         return True
     if not event.get("channel") or not event.get("ts"):
         return True

@@ -6,12 +6,14 @@ stored as an `InteractionRecord` and posted as a card, and the final output is p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import blocks
 from state import AuditEntry, InteractionRecord, Store
@@ -54,30 +56,50 @@ class Conversations:
         self.chat = chat
         self.ttl = ttl
         self.clock = clock
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def _turn(self, thread: Thread) -> AsyncIterator[None]:
+        """One run at a time per thread in this process: a resume and a new message in the same
+        thread do not race (the store still guards across processes)."""
+        key = (thread.channel, thread.thread_ts)
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
     async def start(self, thread: Thread, *, text: str, message_ts: str) -> None:
         """A person's message: a new run, or the next turn of the thread's conversation."""
-        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
         await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
         try:
-            try:
-                run = self.agent(prompt=text, parent_id=parent_id)
-                await self._drive(run, thread)
-            except RunAlreadyResumed:
-                await self.chat.post(
-                    thread.channel,
-                    "I'm still working on the last answer in this thread; "
-                    "send that again in a moment.",
-                    thread_ts=thread.thread_ts,
-                )
-                return
-            except Exception:
-                await self._failed(thread, "starting a run")
-                return
-            if parent_id is not None:
-                await self.close_pending(parent_id, status="superseded", user=thread.requester)
+            async with self._turn(thread):
+                await self._start(thread, text=text)
         finally:
             await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
+
+    async def _start(self, thread: Thread, *, text: str) -> None:
+        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        try:
+            await self._drive(self.agent(prompt=text, parent_id=parent_id), thread)
+        except RunAlreadyResumed:
+            await self.chat.post(
+                thread.channel,
+                "I'm still working on the last answer in this thread; send that again in a moment.",
+                thread_ts=thread.thread_ts,
+            )
+            return
+        except Exception:
+            await self._failed(thread, "starting a run")
+            return
+        if parent_id is not None:
+            await self.close_pending(parent_id, status="superseded", user=thread.requester)
 
     async def resume(
         self,
@@ -91,8 +113,8 @@ class Conversations:
         if working_ts:
             await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
         try:
-            run = self.agent(parent_id=run_id, resume=answers)
-            await self._drive(run, thread)
+            async with self._turn(thread):
+                await self._drive(self.agent(parent_id=run_id, resume=answers), thread)
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
         except ResumeError as error:
@@ -169,22 +191,22 @@ class Conversations:
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
 
-    async def close_pending(self, run_id: str, *, status: str, user: str | None) -> None:
+    async def close_pending(
+        self, run_id: str, *, status: Literal["superseded", "cancelled"], user: str | None
+    ) -> None:
         """Close the run's still-pending interactions (superseded, cancelled) and their cards."""
         for record in await self.store.run_interactions(run_id):
             if record.status != "pending":
                 continue
             claim = await self.store.close_interaction(
-                record.interaction_id,
-                status=status,  # type: ignore[arg-type]
-                now=self.clock(),
+                record.interaction_id, status=status, now=self.clock()
             )
             if not claim.won or claim.record is None:
                 continue
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
-                    action=status,  # type: ignore[arg-type]
+                    action=status,
                     interaction_id=record.interaction_id,
                     run_id=run_id,
                     user=user,

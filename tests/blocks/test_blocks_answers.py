@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
 
 from blocks import (
@@ -14,9 +15,9 @@ from blocks import (
     render_card,
     resolve_answer,
 )
-from state._records import InteractionRecord
+from state import InteractionRecord
 
-from ._factory import approval, ask, ask_multi, confirm, record
+from ._factory import TEXTS, adversarial_records, approval, ask, ask_multi, confirm, record
 from ._slack import CHANNEL, MESSAGE_TS, TRIGGER_ID, USER, click, elements
 
 OPTIONS = ["postgres", "mysql <!channel>", "sqlite 🚀"]
@@ -281,3 +282,53 @@ def test_page_from_action_refuses_forged_pages() -> None:
     )
     with pytest.raises(InvalidAnswer, match="no such page"):
         page_from_action(rec, forged)
+
+
+ROUND_TRIPS = [
+    pytest.param(name, text_id, id=f"{name}-{text_id}")
+    for text_id, text in TEXTS.items()
+    for name in adversarial_records(text)
+]
+
+
+def _expected(rec: InteractionRecord, action_id: str, picked: list[str]) -> Any:
+    """What a click means, worked out from the stored record independently of `blocks`."""
+    stored = rec.payload.get("options") or (rec.response_schema or {}).get("enum")
+    if not stored:
+        stored = ((rec.response_schema or {}).get("items") or {}).get("enum")
+    base = ":".join(action_id.split(":")[:2])
+    return {
+        "hb:approve": lambda: True,
+        "hb:deny": lambda: False,
+        "hb:confirm": lambda: True,
+        "hb:cancel": lambda: False,
+        "hb:option": lambda: stored[int(action_id.split(":")[2])],
+        "hb:select": lambda: stored[int(picked[0])],
+        "hb:submit": lambda: [stored[int(i)] for i in sorted(map(int, set(picked)))],
+    }[base]()
+
+
+@pytest.mark.parametrize(("name", "text_id"), ROUND_TRIPS)
+def test_every_control_of_every_card_round_trips(name: str, text_id: str) -> None:
+    rec = adversarial_records(TEXTS[text_id])[name]
+    for page in (0, 1):
+        message = render_card(rec, page=page)
+        stateful = {
+            e["action_id"]: [o["value"] for o in e["options"][-2:]]
+            for _, e in elements(message["blocks"])
+            if e["type"] in ("checkboxes", "multi_static_select")
+        }
+        for _, element in elements(message["blocks"]):
+            action_id = element["action_id"]
+            picked = [element["options"][-1]["value"]] if "options" in element else []
+            payload = click(message, action_id, option_values=picked, state=stateful)
+            action = parse_block_action(payload)
+            assert action.interaction_id == rec.interaction_id
+            if action.intent != "answer":
+                assert action.action in ("hb:answer", "hb:deny_reason", "hb:more", "hb:multi")
+                continue
+            ticked = stateful.get("hb:multi", [])
+            expected = _expected(rec, action_id, picked or ticked)
+            assert resolve_answer(rec, action) == expected
+            if rec.response_schema is not None:
+                jsonschema.validate(expected, rec.response_schema)

@@ -12,7 +12,7 @@ from blocks import (
     parse_view_submission,
     render_modal,
 )
-from state._records import InteractionRecord
+from state import InteractionRecord
 
 from ._factory import approval, ask, ask_multi, record
 from ._slack import USER, check_view, submit
@@ -368,3 +368,24 @@ def test_malformed_submissions(change: dict[str, Any]) -> None:
     payload["view"].update(change)
     with pytest.raises(InvalidAnswer):
         parse_view_submission(payload)
+
+
+def test_a_property_named_empty_is_still_a_property() -> None:
+    schema = {"type": "object", "properties": {"": {"type": "integer"}}, "required": [""]}
+    rec = record("odd", {"question": "?"}, schema)
+    [block] = _inputs(render_modal(rec)).values()
+    assert block["label"]["text"] == "(unnamed)"
+    assert _answer(rec, {_bid(rec, "p0"): "5"}) == {"": 5}
+
+
+def test_a_form_too_big_for_a_modal_is_typed_as_json() -> None:
+    properties = {f"f{i}": {"enum": [f"v{j}" for j in range(150)]} for i in range(60)}
+    rec = record("huge", {"question": "?"}, {"type": "object", "properties": properties})
+    view = render_modal(rec)
+    check_view(view)
+    [block] = _inputs(view).values()
+    assert block["hint"]["text"] == "Enter JSON."
+    assert _answer(rec, {_bid(rec, "v"): '{"f3": "v149"}'}) == {"f3": "v149"}
+    assert _errors(rec, {_bid(rec, "v"): '{"f3": "nope"}'}) == {
+        _bid(rec, "v"): "Choose one of the options"
+    }

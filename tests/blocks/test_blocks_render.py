@@ -14,81 +14,25 @@ from blocks import (
     render_closed,
     render_modal,
 )
-from state._records import InteractionRecord
+from state import InteractionRecord
 
-from ._factory import approval, ask, ask_multi, confirm, record
+from ._factory import (
+    LONG,
+    PING,
+    TEXTS,
+    adversarial_records,
+    approval,
+    ask,
+    ask_multi,
+    confirm,
+    record,
+)
 from ._slack import check_message, check_view, elements
-
-PING = "<!channel> & <https://evil.example|click here> <@U0EVIL> <!here> >quote"
-LONG = "Please decide " + "very " * 1000 + "carefully."
-WORLD = "🚀 déploiement 部署 Развёртывание 👨‍👩‍👧‍👦 عربى " * 3
-TEXTS = {"ping": PING, "long": LONG, "world": WORLD, "empty": ""}
-
-
-def _options(text: str, count: int) -> list[str]:
-    return [f"{text[:200]} #{index}" for index in range(count)]
-
-
-def _records(text: str) -> dict[str, InteractionRecord]:
-    nested = {"text": text, "list": [text, {"deep": text}], text[:40] or "k": 1}
-    return {
-        "approval": approval(
-            {"command": text, "password": "[redacted]", "nested": nested}, tool=text
-        ),
-        "approval-no-args": approval({}, tool=text),
-        "confirm": confirm(text),
-        "ask-free": ask(text),
-        "ask-2": ask(text, _options(text, 2)),
-        "ask-6": ask(text, _options(text, 6)),
-        "ask-100": ask(text, _options(text, 100)),
-        "ask-101": ask(text, _options(text, 101)),
-        "ask-150": ask(text, _options(text, 150)),
-        "ask-empty-options": ask(text, []),
-        "multi-3": ask_multi(text, _options(text, 3)),
-        "multi-11": ask_multi(text, _options(text, 11)),
-        "multi-150": ask_multi(text, _options(text, 150)),
-        "multi-empty": ask_multi(text, []),
-        "generic-none": record(text or "x", {"question": text, "extra": text, "n": 3}),
-        "generic-empty-kind": record("", {"whatever": text}),
-        "generic-integer": record(
-            "pick_number", {"prompt": text}, {"type": "integer", "minimum": 0}
-        ),
-        "generic-number": record("weird kind " + text, {"text": text}, {"type": "number"}),
-        "generic-date": record("when", {"question": text}, {"type": "string", "format": "date"}),
-        "generic-bool": record("toggle", {"question": text}, {"type": "boolean"}),
-        "generic-enum": record("mood", {"question": text}, {"enum": [text, 1, None, True]}),
-        "generic-array": record(
-            "tags", {"question": text}, {"type": "array", "items": {"enum": _options(text, 12)}}
-        ),
-        "generic-object": record(
-            "form",
-            {"question": text, **{f"k{i}<&>": text for i in range(12)}},
-            {
-                "type": "object",
-                "properties": {
-                    "count": {"type": "integer", "minimum": 0, "maximum": 10, "title": text},
-                    "ratio": {"type": "number", "description": text},
-                    "day": {"type": "string", "format": "date"},
-                    "name": {"type": "string", "maxLength": 40},
-                    "size": {"enum": ["s", "m", "l"]},
-                    "flags": {"type": "array", "items": {"enum": _options(text, 150)}},
-                    "ok": {"type": "boolean"},
-                    "meta": {"type": "object"},
-                },
-                "required": ["count", "size"],
-            },
-        ),
-        "generic-anyof": record(
-            "odd", {"x": [1, 2]}, {"anyOf": [{"type": "string"}, {"type": "null"}]}
-        ),
-        "generic-nested-payload": record("odd", {"deep": {"a": [text] * 50}}),
-    }
-
 
 CASES = [
     pytest.param(name, text_id, id=f"{name}-{text_id}")
     for text_id, text in TEXTS.items()
-    for name in _records(text)
+    for name in adversarial_records(text)
 ]
 
 
@@ -122,7 +66,7 @@ def _mrkdwn_texts(node: Any) -> list[str]:
 @pytest.mark.parametrize(("name", "text_id"), CASES)
 def test_every_surface_is_valid_block_kit(name: str, text_id: str) -> None:
     text = TEXTS[text_id]
-    rec = _records(text)[name]
+    rec = adversarial_records(text)[name]
     for page in (0, 1, 5):
         check_message(render_card(rec, page=page))
     answered = InteractionRecord(

@@ -53,7 +53,9 @@ async def browser_page(chromium: Path) -> AsyncIterator[Any]:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         try:
-            context = await browser.new_context(viewport={"width": 1400, "height": 900})
+            context = await browser.new_context(
+                viewport={"width": 1400, "height": 900}, timezone_id="UTC"
+            )
             page = await context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))

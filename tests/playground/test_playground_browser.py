@@ -107,3 +107,132 @@ async def test_select_then_modal_in_the_browser(
     # Typed markup stays text.
     assert await page.locator("#thread b:text-is('bugs')").count() == 0
     await page.screenshot(path=str(tmp_path / "modal.png"))
+
+
+async def test_a_users_agent_asks_for_a_form_in_a_modal(browser_page: Any, tmp_path: Path) -> None:
+    from bot._cli import load_agent
+
+    agent = load_agent("tests.playground.form_agent:agent")
+    async with Playground(agent, environ={}) as playground:
+        page = browser_page
+        await open_page(page, playground)
+        await expect(page.locator("#model")).to_have_text("model: scripted form")
+        await expect(page.locator("#model.offline")).to_have_count(0)
+        await say(page, "book a maintenance window")
+        card = page.locator("#thread .msg", has_text="When should the maintenance window be?")
+        await card.get_by_role("button", name="Answer").click()
+
+        modal = page.get_by_role("dialog")
+        await expect(modal).to_be_visible()
+        minutes = modal.locator("input[type=number]")
+        day = modal.locator("input[type=date]")
+        environment = modal.locator("select")
+        why = modal.locator("input[type=text], textarea")
+        await expect(minutes).to_have_count(1)
+        await minutes.fill("2")
+        await day.fill("2030-01-15")
+        await environment.select_option(label="staging")
+        await why.fill("kernel <update>")
+        await modal.locator("button[type=submit]").click()
+
+        # The bot answers with an inline error under the number; what was typed stays.
+        error = modal.locator(".input-block.invalid .input-error")
+        await expect(error).to_have_count(1)
+        await expect(modal.locator(".input-block.invalid input[type=number]")).to_have_count(1)
+        await expect(day).to_have_value("2030-01-15")
+        await expect(why).to_have_value("kernel <update>")
+        await minutes.fill("30")
+        await modal.locator("button[type=submit]").click()
+        await expect(modal).to_have_count(0)
+        await expect(page.locator("#thread")).to_contain_text(
+            "Booked 30 minutes on 2030-01-15 in staging: kernel <update>"
+        )
+        await page.screenshot(path=str(tmp_path / "form.png"))
+
+
+async def test_mrkdwn_and_block_kit_render_as_text_never_as_markup(
+    playground: Playground, browser_page: Any
+) -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    assert playground.slack is not None
+    slack = playground.slack
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    hostile = "<img src=x onerror=window.__xss=1>"
+    text = (
+        "*bold* _italic_ ~gone~ `code` <https://example.com/docs|the docs> "
+        "<javascript:window.__xss=1|click me> <@U0BOB> &lt;script&gt;window.__xss=1&lt;/script&gt; "
+        f"{hostile} <!date^0^{{date_num}}|a date>\n```\n<b>not bold</b>\n```"
+    )
+    option = [
+        {"text": {"type": "plain_text", "text": f"opt {n}"}, "value": f"v{n}"} for n in range(3)
+    ]
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Header <i>plain</i>"}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": text},
+            "fields": [
+                {"type": "mrkdwn", "text": "*Field*"},
+                {"type": "plain_text", "text": "*raw*"},
+            ],
+            "accessory": {
+                "type": "button",
+                "action_id": "x:a",
+                "text": {"type": "plain_text", "text": "Go"},
+            },
+        },
+        {"type": "divider"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "context _note_"}]},
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": "x:p",
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Yes"},
+                },
+                {
+                    "type": "button",
+                    "action_id": "x:d",
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "No"},
+                },
+                {"type": "static_select", "action_id": "x:s", "options": option},
+                {"type": "multi_static_select", "action_id": "x:m", "options": option},
+                {"type": "checkboxes", "action_id": "x:c", "options": option},
+            ],
+        },
+    ]
+    try:
+        await client.chat_postMessage(channel="C0DEPLOYS", text="fallback", blocks=blocks)
+    finally:
+        await client.session.close() if client.session else None
+
+    page = browser_page
+    await open_page(page, playground)
+    message = page.locator("#messages .msg").first
+    await expect(message).to_contain_text("Header <i>plain</i>")
+    section = message.locator(".b-section .mrkdwn").first
+    await expect(section.locator("b")).to_have_text("bold")
+    await expect(section.locator("i")).to_have_text("italic")
+    await expect(section.locator("s")).to_have_text("gone")
+    await expect(section.locator("code")).to_have_text("code")
+    await expect(section.locator("pre")).to_have_text("<b>not bold</b>\n")
+    await expect(section.locator("a")).to_have_count(1)
+    await expect(section.locator("a")).to_have_attribute("href", "https://example.com/docs")
+    await expect(section.locator(".mention")).to_have_text("@bob")
+    await expect(section).to_contain_text("click me @bob <script>window.__xss=1</script>")
+    await expect(section).to_contain_text("1970-01-01")
+    await expect(section).to_contain_text(hostile.removeprefix("<").removesuffix(">"))
+    assert await message.locator("img, script, i:text-is('plain')").count() == 0
+    assert await page.evaluate("window.__xss") is None
+    await expect(message.locator(".fields b")).to_have_text("Field")
+    await expect(message.locator(".fields")).to_contain_text("*raw*")
+    await expect(message.locator("hr.b-divider")).to_have_count(1)
+    await expect(message.locator(".b-context i")).to_have_text("note")
+    await expect(message.locator(".btn.primary")).to_have_text("Yes")
+    await expect(message.locator(".btn.danger")).to_have_text("No")
+    await expect(message.locator("select option")).to_have_count(4)
+    await expect(message.locator("input[type=checkbox]")).to_have_count(6)

@@ -201,7 +201,8 @@ async def test_modal_errors_come_back_then_an_answer_closes_it(page: PageClient)
     )
     assert (status, accepted) == (200, {"ok": True, "status": 200})
     assert (await page.state("U0ALICE"))["views"] == []
-    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "> :memo: Faster deploys"))
+    # The bot escapes the model's text for mrkdwn, as Slack itself stores `>`.
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "&gt; :memo: Faster deploys"))
 
 
 async def test_closing_a_modal(page: PageClient) -> None:
@@ -232,3 +233,20 @@ async def test_closing_a_modal(page: PageClient) -> None:
     assert (await page.state("U0ALICE"))["views"] == []
     still = next(m for m in (await page.state("U0ALICE"))["messages"] if m["ts"] == question["ts"])
     assert element(still, button["action_id"]) is not None
+
+
+async def test_a_thread_reply_answers_a_free_text_question(page: PageClient) -> None:
+    ts = await start(page, "write a release note")
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "What changed in this release?"))
+    status, body = await page.post(
+        "/api/messages",
+        {"user": "U0CAROL", "channel": "C0DEPLOYS", "text": "Rollbacks", "thread_ts": ts},
+    )
+    assert status == 200, body
+    answer = await page.wait_for(
+        "U0ALICE", lambda s: next(iter(bot_replies(s, ":memo: Rollbacks")), None)
+    )
+    assert answer["thread_ts"] == ts
+    mine = next(m for m in (await page.state("U0ALICE"))["messages"] if m["ts"] == body["ts"])
+    # A reply in a thread is plain, as in Slack: no mention is added.
+    assert mine["text"] == "Rollbacks"

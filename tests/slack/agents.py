@@ -124,3 +124,17 @@ def _two_questions(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]
 two_question_agent = Agent(
     name="two-questions", model=FunctionModel(_two_questions), tools=[confirm]
 )
+
+huge_options = [f"host-{n:03d}" for n in range(150)]
+huge_select_agent = Agent(
+    name="huge-chooser",
+    model=_script(_tool_call("ask_user", question="Which host?", options=huge_options)),
+    tools=[ask_user],
+)
+
+
+def _broken(messages: list[dict[str, Any]]) -> str:
+    raise RuntimeError("the model server fell over at /srv/secret/path")
+
+
+broken_agent = Agent(name="broken", model=FunctionModel(_broken), tools=[])

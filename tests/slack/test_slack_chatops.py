@@ -25,9 +25,7 @@ def _ops(call: dict[str, Any]) -> Agent:
             return str(last["content"])
         return [call]
 
-    return Agent(
-        name="ops", model=FunctionModel(respond), tools=list(chatops.agent.tools.values())
-    )
+    return Agent(name="ops", model=FunctionModel(respond), tools=list(chatops.agent.tools.values()))
 
 
 async def test_deploy_changes_the_fleet_only_after_approval(make_bot: BotFactory) -> None:

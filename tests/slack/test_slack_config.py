@@ -92,7 +92,7 @@ def test_bad_settings_name_the_variable(
 
 def test_missing_bot_token(env: pytest.MonkeyPatch) -> None:
     env.setenv("SLACK_SIGNING_SECRET", "s")
-    with pytest.raises(ConfigError, match="^SLACK_BOT_TOKEN is missing$"):
+    with pytest.raises(ConfigError, match=r"^SLACK_BOT_TOKEN is missing$"):
         load_settings()
 
 
@@ -141,7 +141,9 @@ def _handback(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         (["run"], {**GOOD, "HANDBACK_INTERACTION_TTL": "-1"}, None),
     ],
 )
-def test_cli_fails_with_one_line(args: list[str], env: dict[str, str], expected: str | None) -> None:
+def test_cli_fails_with_one_line(
+    args: list[str], env: dict[str, str], expected: str | None
+) -> None:
     result = _handback(*args, env={"OPENAI_API_KEY": "", **env})
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -207,3 +209,16 @@ def test_slack_package_exports() -> None:
     assert bot.slack.__all__ == sorted(bot.slack.__all__)
     for name in bot.slack.__all__:
         assert hasattr(bot.slack, name)
+
+
+def test_manifest_asks_for_what_the_app_uses() -> None:
+    text = (ROOT / "manifest.yml").read_text()
+    lines = {line.split("#", 1)[0].strip() for line in text.splitlines()}
+    for scope in ["app_mentions:read", "chat:write", "im:history", "channels:history"]:
+        assert f"- {scope}" in lines
+    for scope in ["reactions:write", "usergroups:read"]:
+        assert f"- {scope}" in lines
+    for event in ["app_mention", "message.im", "message.channels"]:
+        assert f"- {event}" in lines
+    assert "is_enabled: true" in lines  # interactivity
+    assert "socket_mode_enabled: true" in lines

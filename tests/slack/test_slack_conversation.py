@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from bot import Agent
 from bot.testing import FunctionModel
 
 from . import agents
@@ -122,3 +124,22 @@ async def test_new_message_supersedes_a_pending_question(make_bot: BotFactory) -
         await h.slack.send_interactivity(stale_click)
         await h.bot.drain()
         assert "moved on" in h.ephemerals(BOB)[-1]
+
+
+async def test_quick_follow_up_waits_for_the_run_before_it(make_bot: BotFactory) -> None:
+    gate = asyncio.Event()
+
+    async def slow_first(messages: list[dict[str, Any]]) -> str:
+        said = [str(m["content"]) for m in messages if m["role"] == "user"]
+        if len(said) == 1:
+            await gate.wait()
+        return "heard: " + " | ".join(said)
+
+    agent = Agent(name="slow", model=FunctionModel(slow_first), tools=[])
+    async with make_bot(agent) as h:
+        asked = await h.slack.post_user_message(ALICE, CHANNEL, "first")
+        await h.slack.post_user_message(BOB, CHANNEL, "second", thread_ts=asked.ts, mention=False)
+        assert h.bot.tasks.busy == 2
+        gate.set()
+        await h.bot.drain()
+        assert h.texts(asked.ts) == ["heard: first", "heard: first | second"]

@@ -90,3 +90,25 @@ async def test_restart_recovers_a_run_answered_but_never_resumed(make_bot: BotFa
     async with make_bot(agents.approval_agent) as again:
         await again.bot.drain()
         assert len(agents.DEPLOYS) == 1  # recovery never resumes twice
+
+
+async def test_expiry_closes_the_runs_other_cards_too(make_bot: BotFactory) -> None:
+    async with make_bot(agents.two_question_agent, HANDBACK_INTERACTION_TTL="10") as h:
+        asked = await h.mention(ALICE, "two things")
+        first, second = h.cards(asked.ts)
+        h.clock.advance(11)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        await h.bot.drain()
+        statuses = sorted(
+            record.status  # type: ignore[union-attr]
+            for record in [
+                await h.store.get_interaction(h.interaction_id(first)),
+                await h.store.get_interaction(h.interaction_id(second)),
+            ]
+        )
+        assert statuses == ["cancelled", "expired"]
+        for card in (first, second):
+            shown = str(h.slack.message(card.channel, card.ts).blocks)  # type: ignore[union-attr]
+            assert "hb:confirm" not in shown
+        [stopped] = h.texts(asked.ts)
+        assert stopped.startswith("Stopped")

@@ -28,9 +28,8 @@ def _client(slack: LocalSlack, token: str | None = None) -> AsyncWebClient:
 async def test_web_api_round_trip(slack: LocalSlack) -> None:
     client = _client(slack)
     assert (await client.auth_test())["user_id"] == slack.bot_user_id
-    posted = await client.chat_postMessage(
-        channel=CHANNEL, text="hi", blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}]
-    )
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
+    posted = await client.chat_postMessage(channel=CHANNEL, text="hi", blocks=[section])
     ts = posted["ts"]
     await client.chat_update(channel=CHANNEL, ts=ts, text="edited", blocks=[])
     message = slack.message(CHANNEL, ts)

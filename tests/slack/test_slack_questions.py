@@ -117,3 +117,23 @@ async def test_two_pending_questions_resume_once_both_answered(make_bot: BotFact
         )
         await h.click(CAROL, second.ts, "hb:cancel")
         assert h.texts(asked.ts) == ['Both: ["true", "false"]']
+
+
+async def test_over_a_hundred_options_page_then_select(make_bot: BotFactory) -> None:
+    async with make_bot(agents.huge_select_agent) as h:
+        asked = await h.mention(ALICE, "pick a host")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, "hb:more:1")
+        second_page = h.card(asked.ts)
+        assert "host-120" in str(second_page.blocks)
+        assert h.texts(asked.ts) == []
+        await h.click(BOB, card.ts, ACTION_SELECT, selected="host-120")
+        assert h.texts(asked.ts) == ["Tool said: host-120"]
+
+
+async def test_a_failing_run_is_a_friendly_message_not_a_traceback(make_bot: BotFactory) -> None:
+    async with make_bot(agents.broken_agent) as h:
+        asked = await h.mention(ALICE, "hello")
+        [text] = h.texts(asked.ts)
+        assert text.startswith("Sorry")
+        assert "Traceback" not in text and "/srv/secret" not in text

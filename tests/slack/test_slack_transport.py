@@ -87,3 +87,11 @@ async def test_rate_limited_post_is_retried(make_bot: BotFactory) -> None:
         assert h.texts(asked.ts) == ["I have heard: hello"]
         posts = [c.status for c in h.slack.calls if c.method == "chat.postMessage"]
         assert posts == [429, 200]
+
+
+async def test_url_verification_challenge(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        body = json.dumps({"token": "t", "challenge": "c-123", "type": "url_verification"})
+        response = await h.slack.send_raw(body)
+        assert response.status == 200
+        assert "c-123" in response.body

@@ -1,0 +1,56 @@
+"""Socket Mode: the same bot connected over LocalSlack's WebSocket instead of HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+from blocks import ACTION_APPROVE
+from bot.playground._slack import LocalSlack
+from bot.slack import SlackBot, load_settings
+from state import open_store
+
+from . import agents
+from .conftest import ALICE, BOB, CHANNEL
+
+
+async def test_mention_card_click_and_modal_errors_over_socket_mode(
+    slack: LocalSlack, store_url: str
+) -> None:
+    agents.DEPLOYS.clear()
+    settings = load_settings(
+        slack_bot_token=slack.bot_token,
+        slack_app_token=slack.app_token,
+        slack_api_url=slack.api_url,
+        handback_store=store_url,
+    )
+    assert settings.socket_mode and settings.slack_signing_secret is None
+    slack.delivery = "socket"
+    stop = asyncio.Event()
+    async with (
+        open_store(store_url) as store,
+        SlackBot(agent=agents.approval_agent, store=store, settings=settings, sweep=False) as bot,
+    ):
+        connection = asyncio.create_task(bot.run_socket_mode(slack.app_token, stop))
+        try:
+            await slack.wait_for(lambda: slack.socket_connected)
+            asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+            await bot.drain()
+            [card] = slack.bot_messages(thread_ts=asked.ts)
+
+            # A deny modal submitted empty gets its inline errors back through the socket ack.
+            assert (await slack.click(BOB, card.ts, "hb:deny_reason")).status == 200
+            await bot.drain()
+            [view] = slack.views.values()
+            [reason] = [b["block_id"] for b in view.view["blocks"] if b["type"] == "input"]
+            errors = await slack.submit_view(BOB, view.id, {reason: ""})
+            assert errors.json()["response_action"] == "errors"
+
+            assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+            await bot.drain()
+            assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+            answers = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
+            assert answers == ["Tool said: deployed api to prod"]
+        finally:
+            stop.set()
+            await connection
+    assert not slack.socket_connected
