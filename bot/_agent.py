@@ -211,6 +211,13 @@ class AgentRun:
             if parent is None:
                 raise RunNotFound(f"No run `{self.parent_id}` in the store", run_id=self.parent_id)
             if self.resume is not None:
+                if parent.agent_name != agent.name:
+                    # Interaction ids include the agent's name, so another agent's handlers could
+                    # never find these answers: they would ask again, forever.
+                    raise UsageError(
+                        f"Run `{parent.run_id}` belongs to agent `{parent.agent_name}`; "
+                        f"agent `{agent.name}` cannot resume it"
+                    )
                 cancel_reason, accepted = await self._claim_for_resume(store, parent, self.resume)
                 run.input = parent.input if self.prompt is None else self.prompt
                 run.transcript = list(parent.transcript)
@@ -332,7 +339,7 @@ class AgentRun:
                     interaction_id=iid,
                 )
             if isinstance(value, Cancel):
-                cancel = cancel or value.reason
+                cancel = cancel or str(value.reason)
                 continue
             accepted[iid] = check_answer(parent.run_id, interaction, value)
         await self._claim(store, parent)

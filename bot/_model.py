@@ -103,6 +103,7 @@ class OpenAIModel:
         )
         text: list[str] = []
         partial: dict[int, dict[str, str]] = {}
+        last: int | None = None
         usage: dict[str, int] = {}
         async for chunk in chunks:
             if chunk.usage is not None:
@@ -114,7 +115,15 @@ class OpenAIModel:
                 text.append(delta.content)
                 yield delta.content
             for call in delta.tool_calls or []:
-                slot = partial.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                index: int | None = call.index
+                if index is None:
+                    # Some servers (Gemini's) send no index: a new id starts the next call, and
+                    # a delta without one continues the call before it.
+                    new_call = last is None or (call.id and call.id != partial[last]["id"])
+                    index = max(partial, default=-1) + 1 if new_call else last
+                assert index is not None
+                last = index
+                slot = partial.setdefault(index, {"id": "", "name": "", "arguments": ""})
                 if call.id:
                     slot["id"] = call.id
                 if call.function is not None:

@@ -48,7 +48,15 @@ async def _serve(playground: Playground, ref: str, open_browser: bool) -> int:
         if playground.offline:
             model += " (set OPENAI_API_KEY to use a real model)"
         print(f"handback playground: {playground.url}", flush=True)
-        print(f"  agent: {ref}\n  model: {model}\n  Ctrl+C stops it.", flush=True)
+        print(f"  agent: {ref}\n  model: {model}", flush=True)
+        if playground.offline and ref != DEFAULT_AGENT:
+            # The demo model only knows the chat-ops example's tools and scenarios.
+            print(
+                "  note: the demo model scripts the chat-ops example's tools; set "
+                "OPENAI_API_KEY (and OPENAI_BASE_URL) to drive your own agent",
+                flush=True,
+            )
+        print("  Ctrl+C stops it.", flush=True)
         if open_browser:
             await loop.run_in_executor(None, webbrowser.open, playground.url)
         await stop.wait()

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -42,6 +43,15 @@ log = logging.getLogger("handback.slack")
 _PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
 """Message subtypes that are still a person talking; every other subtype (edits, deletions,
 joins, bot messages) is not a prompt."""
+
+
+_BOLT_LOG = logging.getLogger("handback.bolt")
+
+
+def _drop_token_warning(record: logging.LogRecord) -> bool:
+    # Bolt reads SLACK_BOT_TOKEN from the environment itself and then warns that the client we
+    # built from the very same token wins; that is the intent, not a problem to report.
+    return record.getMessage() != warning_client_prioritized_and_token_skipped()
 
 
 def make_client(settings: Settings) -> AsyncWebClient:
@@ -117,13 +127,14 @@ class SlackBot:
         self._sweeper_task: asyncio.Task[None] | None = None
         self._closed = False
         signing_secret = settings.slack_signing_secret
+        _BOLT_LOG.addFilter(_drop_token_warning)
         self.app = AsyncApp(
             client=self.client,
             signing_secret=signing_secret.get_secret_value() if signing_secret else "",
             # Listeners only ack and hand off, so answering after them is still immediate, and
             # the hand-off is known to have happened when Slack gets its response.
             process_before_response=True,
-            logger=logging.getLogger("handback.bolt"),
+            logger=_BOLT_LOG,
         )
         self._register()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,8 +31,11 @@ async def start(page: PageClient, text: str, user: str = "U0ALICE") -> str:
     return str(body["ts"])
 
 
-def test_public_names_exist() -> None:
-    for name in bot.playground.__all__:
+def test_public_names_are_sorted_and_exist() -> None:
+    exported = list(bot.playground.__all__)
+    # isort-style, as ruff's RUF022 sorts: CONSTANTS, then Classes, then functions.
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), not n[:1].isupper(), n))
+    for name in exported:
         assert hasattr(bot.playground, name)
 
 
@@ -250,3 +254,36 @@ async def test_a_thread_reply_answers_a_free_text_question(page: PageClient) -> 
     mine = next(m for m in (await page.state("U0ALICE"))["messages"] if m["ts"] == body["ts"])
     # A reply in a thread is plain, as in Slack: no mention is added.
     assert mine["text"] == "Rollbacks"
+
+
+async def test_two_approvers_at_once_one_wins_the_other_is_told(page: PageClient) -> None:
+    await start(page, "deploy api 2.3 to prod")
+    card = await page.wait_for("U0BOB", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
+
+    def click(user: str) -> Any:
+        return page.post(
+            "/api/actions",
+            {
+                "user": user,
+                "channel": "C0DEPLOYS",
+                "message_ts": card["ts"],
+                "action": {"action_id": "hb:approve", "type": "button", "value": "approve"},
+            },
+        )
+
+    answers = await asyncio.gather(click("U0BOB"), click("U0CAROL"))
+    assert [status for status, _ in answers] == [200, 200]
+
+    def told(state: dict[str, Any]) -> Any:
+        return [m for m in state["messages"] if m.get("ephemeral_to") and "already" in m["text"]]
+
+    answered = await page.wait_for(
+        "U0ALICE", lambda s: next(iter(bot_replies(s, "Approved* by <@U0")), None)
+    )
+    winner = "U0BOB" if "<@U0BOB>" in str(answered["blocks"]) else "U0CAROL"
+    loser = "U0CAROL" if winner == "U0BOB" else "U0BOB"
+    notice = await page.wait_for(loser, told)
+    assert len(notice) == 1 and notice[0]["ephemeral_to"] == loser
+    assert told(await page.state(winner)) == []
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to prod"))
+    assert chatops.fleet.versions[("api", "prod")] == "2.3"

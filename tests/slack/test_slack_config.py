@@ -222,3 +222,26 @@ def test_manifest_asks_for_what_the_app_uses() -> None:
         assert f"- {event}" in lines
     assert "is_enabled: true" in lines  # interactivity
     assert "socket_mode_enabled: true" in lines
+
+
+@pytest.mark.slow
+def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _handback(
+            "run",
+            env={
+                **GOOD,
+                "OPENAI_API_KEY": "k",
+                "HOST": "127.0.0.1",
+                "PORT": str(port),
+                "HANDBACK_STORE": f"sqlite:///{tmp_path / 'h.db'}",
+            },
+        )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"handback: cannot listen on 127.0.0.1:{port}")
+    assert result.stderr.count("\n") == 1
