@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from pydantic import BaseModel
 
 from bot import (
@@ -869,3 +870,117 @@ async def test_compat_server_refuses_bad_bodies() -> None:
         async with http.post(url, json=ok) as r:
             assert r.status == 200
             assert (await r.json())["choices"][0]["message"]["content"] == "hi"
+
+
+async def test_streamed_tool_calls_without_index(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini's OpenAI-compatible stream leaves out `tool_calls[].index`; calls must not merge."""
+    bodies: list[dict[str, Any]] = []
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        bodies.append(body)
+        messages = body["messages"]
+        if messages[-1]["role"] == "user":
+            deltas: list[dict[str, Any]] = [
+                {"tool_calls": [_call("fc-1", "lookup", '{"host": "db1"}')]},
+                {"tool_calls": [_call("fc-2", "lookup", '{"host":')]},
+                {"tool_calls": [{"function": {"arguments": ' "db2"}'}}]},
+            ]
+        else:
+            deltas = [{"content": "hosts: " + " | ".join(last_tool_results(messages))}]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for delta in [*deltas, {}]:
+            chunk = {
+                "id": "gemini",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "gemini",
+                # Gemini also ends a tool-call turn with `stop`.
+                "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": None if delta else "stop"}
+                ],
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def lookup(host: str) -> str:
+        return f"{host} up"
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+        agent = Agent(name="a", model="openai/gemini", tools=[lookup], store=store)
+        _, out, _ = await events_of(agent(prompt="check"))
+        assert out.output == "hosts: db1 up | db2 up"
+        calls = bodies[-1]["messages"][-3]["tool_calls"]
+        assert [(c["id"], c["function"]["arguments"]) for c in calls] == [
+            ("fc-1", '{"host": "db1"}'),
+            ("fc-2", '{"host": "db2"}'),
+        ]
+    finally:
+        await runner.cleanup()
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+async def test_another_agent_cannot_resume_a_run(store: Store) -> None:
+    call = {"name": "ask_user", "arguments": {"question": "?"}}
+    first = make_agent(store, script(call), [ask_user])
+    (p,), out, _ = await events_of(first(prompt="x"))
+    other = Agent(name="other", model=FunctionModel(lambda m: "hello"), tools=[], store=store)
+    with pytest.raises(UsageError, match="belongs to agent `assistant`"):
+        await other(parent_id=out.run_id, resume={p.interaction_id: "y"}).collect()
+    # Refused before the claim: the right agent still resumes it.
+    done = await first(parent_id=out.run_id, resume={p.interaction_id: "y"}).collect()
+    assert done.output == "done: y"
+    # Continuing a conversation with another agent is a hand-over, and allowed.
+    handed = await other(prompt="hi", parent_id=done.run_id).collect()
+    assert handed.output == "hello" and handed.parent_id == done.run_id
+
+
+async def test_approved_handler_that_then_suspends(store: Store) -> None:
+    ran: list[str] = []
+
+    def migrate(table: str) -> str:
+        ran.append("start")
+        mode = suspend({"q": f"how to migrate {table}?"}, kind="ask_user")
+        return f"migrated {table} {mode}"
+
+    agent = make_agent(
+        store,
+        script({"name": "migrate", "arguments": {"table": "users"}}),
+        [Tool(migrate, requires_approval=True)],
+    )
+    (approval,), out1, _ = await events_of(agent(prompt="x"))
+    (question,), out2, _ = await events_of(
+        agent(parent_id=out1.run_id, resume={approval.interaction_id: True})
+    )
+    assert question.kind == "ask_user" and ran == ["start"]
+    # The approval is kept along the chain: the second resume needs only the new answer.
+    result = await agent(
+        parent_id=out2.run_id, resume={question.interaction_id: "online"}
+    ).collect()
+    assert result.output == "done: migrated users online" and ran == ["start", "start"]
+
+
+async def test_cancel_reason_is_text(store: Store) -> None:
+    agent = make_agent(store, script({"name": "confirm", "arguments": {"action": "x"}}), [confirm])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    result = await agent(
+        parent_id=out.run_id,
+        resume={p.interaction_id: Cancel(404)},  # type: ignore[arg-type]
+    ).collect()
+    assert result.status.message == "404"

@@ -467,7 +467,7 @@ async def test_conversation_continues_after_cancel(store: Store) -> None:
     def fn(messages: list[dict[str, Any]]) -> Any:
         if messages[-1]["role"] == "user" and messages[-1]["content"] == "x":
             return [{"name": "confirm", "arguments": {"action": "drop"}}]
-        # Every tool call in the transcript has its result: a hosted model would reject it otherwise.
+        # Every tool call has its result: a hosted model would reject the transcript otherwise.
         call_ids = {c["id"] for m in messages if m.get("tool_calls") for c in m["tool_calls"]}
         result_ids = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
         assert call_ids == result_ids
