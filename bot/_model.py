@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -62,15 +64,24 @@ class OpenAIModel:
     def __init__(self, name: str, client: AsyncOpenAI | None = None) -> None:
         self.name = name
         self._client = client
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def client(self) -> AsyncOpenAI:
-        if self._client is None:
+        """The given client, else one per event loop: an HTTP client's connections belong to
+        the loop that opened them, and a module-level agent may outlive several loops."""
+        if self._client is not None:
+            return self._client
+        loop = asyncio.get_running_loop()
+        client = self._per_loop.get(loop)
+        if client is None:
             # Imported and built on first use so that agents on a FunctionModel never need a key.
             from openai import AsyncOpenAI
 
-            self._client = AsyncOpenAI()
-        return self._client
+            client = self._per_loop[loop] = AsyncOpenAI()
+        return client
 
     async def respond(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool

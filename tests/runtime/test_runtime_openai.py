@@ -194,3 +194,28 @@ async def test_model_server_error_ends_run_as_error(
         result = await agent(prompt="hi").collect()
         assert result.status.code == "error"
         assert "APIConnectionError" in (result.error or "")
+
+
+def test_one_agent_serves_several_event_loops(
+    openai_env: None, monkeypatch: pytest.MonkeyPatch, store_url: str
+) -> None:
+    """A module-level agent used by successive `asyncio.run()` calls gets a client per loop
+    (the store, like the Slack app does, is opened by each loop and handed to the agent)."""
+    import asyncio
+
+    from state import open_store
+
+    agent = Agent(name="loops", model="openai/m")
+
+    async def once() -> str:
+        async with (
+            OpenAICompatServer(lambda messages: "pong") as server,
+            open_store(store_url) as store,
+        ):
+            monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+            agent.store = store
+            result = await agent(prompt="ping").collect()
+            return str(result.output)
+
+    assert asyncio.run(once()) == "pong"
+    assert asyncio.run(once()) == "pong"
