@@ -15,6 +15,7 @@ __all__ = [
     "INTERACTION_GRACE",
     "PRUNE_EVERY",
     "RUN_TTL",
+    "SETTLED_TTL",
     "THREAD_TTL",
     "RedisKeys",
     "interaction_ttl",
@@ -35,6 +36,9 @@ THREAD_TTL = RUN_TTL
 INTERACTION_GRACE = 7 * DAY
 """An interaction outlives its `expires_at` by a week, so a late click still reads "expired"
 (not "unknown") and the expiry sweep has ample time to close it and cancel the run."""
+
+SETTLED_TTL = RUN_TTL
+"""Runs listed as settled cannot outlive their own records, so the index lives no longer."""
 
 DELIVERY_TTL = 3600
 """Slack retries an event three times within minutes; an hour covers every retry with margin."""
@@ -57,9 +61,14 @@ class RedisKeys:
 
     prefix: str = DEFAULT_PREFIX
 
+    @property
+    def run_prefix(self) -> str:
+        """Lua scripts that read the run of an interaction append its id to this."""
+        return f"{self.prefix}run:"
+
     def run(self, run_id: str) -> str:
         """Hash: `rec` (the run's JSON), `status`, and `resumed_by` once claimed."""
-        return f"{self.prefix}run:{run_id}"
+        return f"{self.run_prefix}{run_id}"
 
     @property
     def interaction_prefix(self) -> str:
@@ -67,17 +76,30 @@ class RedisKeys:
         return f"{self.prefix}ix:"
 
     def interaction(self, interaction_id: str) -> str:
-        """Hash: `rec` (the JSON as added), `status`, `expires_at` and the fields set later."""
+        """Hash: `rec` (the JSON as added), `run_id`, `status`, `expires_at` and the fields set
+        later."""
         return f"{self.interaction_prefix}{interaction_id}"
+
+    @property
+    def run_interactions_prefix(self) -> str:
+        """Lua scripts that list a run's interactions append its id to this."""
+        return f"{self.prefix}run-ix:"
 
     def run_interactions(self, run_id: str) -> str:
         """Sorted set of interaction ids scored by the order they were added to the run."""
-        return f"{self.prefix}run-ix:{run_id}"
+        return f"{self.run_interactions_prefix}{run_id}"
 
     @property
     def due(self) -> str:
         """Sorted set of pending interaction ids scored by `expires_at`."""
         return f"{self.prefix}due"
+
+    @property
+    def settled(self) -> str:
+        """Sorted set (all scores 0, so ordered by id) of paused, unclaimed runs that have an
+        interaction answered or closed; `claim_run` removes the run, `settled_runs` stale ones.
+        Lives `SETTLED_TTL` after its last addition."""
+        return f"{self.prefix}settled"
 
     def thread(self, channel: str, thread_ts: str) -> str:
         """String: the id of the thread's last run."""

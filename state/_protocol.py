@@ -66,6 +66,15 @@ class InteractionStore(Protocol):
     async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
         """Pending interactions whose `expires_at <= now`, oldest first."""
 
+    async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
+        """Ids of runs that wait for nothing any more but were never resumed, in id order.
+
+        Such a run is `paused` and unclaimed, has at least one interaction of its own (as
+        `run_interactions` lists them), and none of those is `pending`: every one was answered or
+        closed. A crash between the last answer (or an expiry) and the resume leaves exactly
+        that. Ids come after `after`, so passing the last id of a page gives the next one.
+        """
+
 
 @runtime_checkable
 class ConversationStore(Protocol):

@@ -33,6 +33,7 @@ from ._keys import (
     DEFAULT_PREFIX,
     DELIVERY_TTL,
     RUN_TTL,
+    SETTLED_TTL,
     THREAD_TTL,
     RedisKeys,
     interaction_ttl,
@@ -56,6 +57,20 @@ _READ_IX = (
     + ") end\n"
 )
 
+# Marks the run of the interaction at `ix` as settled while it is paused and unclaimed. The run's
+# key is derived from a prefix (like the reads below), which a Redis cluster would need tagged.
+_MARK_SETTLED = """
+local function mark_settled(ix, settled, run_prefix, ttl)
+  local run = redis.call('HGET', ix, 'run_id')
+  if not run then return end
+  local r = redis.call('HMGET', run_prefix .. run, 'status', 'resumed_by')
+  if r[1] == 'paused' and not r[2] then
+    redis.call('ZADD', settled, 0, run)
+    redis.call('EXPIRE', settled, ttl)
+  end
+end
+"""
+
 _SAVE_RUN = """
 redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'status', ARGV[2])
 if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'resumed_by', ARGV[3]) end
@@ -68,21 +83,23 @@ local v = redis.call('HMGET', KEYS[1], 'rec', 'status', 'resumed_by')
 if not v[1] then return {0} end
 if v[2] == 'paused' and not v[3] then
   redis.call('HSET', KEYS[1], 'resumed_by', ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[2])
   return {1, v[1], ARGV[1]}
 end
 return {0, v[1], v[3]}
 """
 
-# KEYS: due, then (interaction, run index) per record; ARGV: six values per record.
+# KEYS: due, then (interaction, run index) per record; ARGV: seven values per record.
 _ADD_INTERACTIONS = """
 local added = 0
 for i = 0, (#KEYS - 1) / 2 - 1 do
-  local ix, runix, a = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 6 * i
+  local ix, runix, a = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 7 * i
   local id, status, exp = ARGV[a + 1], ARGV[a + 3], ARGV[a + 4]
   local current = redis.call('HGET', ix, 'status')
   if not current or current == 'pending' then
     redis.call('DEL', ix)
-    redis.call('HSET', ix, 'rec', ARGV[a + 2], 'status', status, 'expires_at', exp)
+    redis.call('HSET', ix, 'rec', ARGV[a + 2], 'status', status, 'expires_at', exp,
+               'run_id', ARGV[a + 7])
     redis.call('EXPIRE', ix, ARGV[a + 5])
     if status == 'pending' then
       redis.call('ZADD', KEYS[1], exp, id)
@@ -107,6 +124,7 @@ return 1
 # the interaction in `due`, closes it, cancels the run and updates the card.
 _ANSWER = (
     _READ_IX
+    + _MARK_SETTLED
     + """
 local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
 if not v[1] then return {0} end
@@ -115,6 +133,7 @@ if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
              'answered_by', ARGV[3], 'answered_at', ARGV[4])
   redis.call('ZREM', KEYS[2], ARGV[1])
+  mark_settled(KEYS[1], KEYS[3], ARGV[5], ARGV[6])
   won = 1
 end
 return {won, read_ix(KEYS[1])}
@@ -123,6 +142,7 @@ return {won, read_ix(KEYS[1])}
 
 _CLOSE = (
     _READ_IX
+    + _MARK_SETTLED
     + """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return {0} end
@@ -130,6 +150,7 @@ local won = 0
 if current == 'pending' then
   redis.call('HSET', KEYS[1], 'status', ARGV[2], 'answered_at', ARGV[3])
   redis.call('ZREM', KEYS[2], ARGV[1])
+  mark_settled(KEYS[1], KEYS[3], ARGV[4], ARGV[5])
   won = 1
 end
 return {won, read_ix(KEYS[1])}
@@ -167,6 +188,41 @@ return out
 """
 )
 
+# Walks the settled index in id order from ARGV[1], dropping runs that are gone, claimed or no
+# longer paused, and skipping runs that still wait for an interaction (an answer to one of
+# several cards marks the run; a later claim removes it). ARGV: after ('' for the start), limit,
+# then the run, run index and interaction key prefixes.
+_SETTLED = """
+local out, limit = {}, tonumber(ARGV[2])
+local start = '-'
+if ARGV[1] ~= '' then start = '(' .. ARGV[1] end
+while #out < limit do
+  local batch = redis.call('ZRANGEBYLEX', KEYS[1], start, '+', 'LIMIT', 0, 100)
+  if #batch == 0 then break end
+  for _, run in ipairs(batch) do
+    start = '(' .. run
+    local r = redis.call('HMGET', ARGV[3] .. run, 'status', 'resumed_by')
+    if r[1] ~= 'paused' or r[2] then
+      redis.call('ZREM', KEYS[1], run)
+    else
+      local settled, pending = false, false
+      for _, id in ipairs(redis.call('ZRANGE', ARGV[4] .. run, 0, -1)) do
+        local v = redis.call('HMGET', ARGV[5] .. id, 'status', 'run_id')
+        if v[1] and v[2] == run then
+          if v[1] == 'pending' then pending = true; break end
+          settled = true
+        end
+      end
+      if settled and not pending then
+        out[#out + 1] = run
+        if #out >= limit then break end
+      end
+    end
+  end
+end
+return out
+"""
+
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
@@ -200,6 +256,7 @@ class RedisStore:
         self._close = client.register_script(_CLOSE)
         self._run_ix = client.register_script(_RUN_INTERACTIONS)
         self._due = client.register_script(_DUE)
+        self._settled = client.register_script(_SETTLED)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -276,7 +333,9 @@ class RedisStore:
         if not child_id:
             raise ValueError("`child_id` must be a non-empty run id")
         key = self._keys.run(run_id)
-        reply = await self._claim_run(keys=[key], args=[child_id], client=self._live())
+        reply = await self._claim_run(
+            keys=[key, self._keys.settled], args=[child_id, run_id], client=self._live()
+        )
         if len(reply) == 1:
             return RunClaim(won=False, run=None)
         run = decode_run(reply[1], key=key, run_id=run_id, resumed_by=reply[2])
@@ -316,6 +375,7 @@ class RedisStore:
                 repr(record.expires_at),
                 ttl,
                 max(ttl, RUN_TTL),
+                record.run_id,
             ]
         await self._add(keys=keys, args=args, client=self._live())
 
@@ -352,8 +412,15 @@ class RedisStore:
         and the expiry sweep remains the one place that closes it and cancels its run.
         """
         reply = await self._answer(
-            keys=[self._keys.interaction(interaction_id), self._keys.due],
-            args=[interaction_id, encode_answer(answer), answered_by, repr(float(now))],
+            keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
+            args=[
+                interaction_id,
+                encode_answer(answer),
+                answered_by,
+                repr(float(now)),
+                self._keys.run_prefix,
+                SETTLED_TTL,
+            ],
             client=self._live(),
         )
         return self._interaction_claim(interaction_id, reply)
@@ -365,8 +432,8 @@ class RedisStore:
         if status not in _CLOSING:
             raise ValueError(f"cannot close an interaction as {status!r}")
         reply = await self._close(
-            keys=[self._keys.interaction(interaction_id), self._keys.due],
-            args=[interaction_id, status, repr(float(now))],
+            keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
+            args=[interaction_id, status, repr(float(now)), self._keys.run_prefix, SETTLED_TTL],
             client=self._live(),
         )
         return self._interaction_claim(interaction_id, reply)
@@ -386,6 +453,23 @@ class RedisStore:
             client=self._live(),
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
+
+    async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
+        """Read from the `settled` index (one script); stale members are dropped on the way."""
+        if limit <= 0:
+            return []
+        reply = await self._settled(
+            keys=[self._keys.settled],
+            args=[
+                after or "",
+                limit,
+                self._keys.run_prefix,
+                self._keys.run_interactions_prefix,
+                self._keys.interaction_prefix,
+            ],
+            client=self._live(),
+        )
+        return [text(run_id) for run_id in reply]
 
     # Conversations
 

@@ -63,6 +63,8 @@ CREATE TABLE IF NOT EXISTS runs (
     keep_until REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_keep_until ON runs (keep_until);
+CREATE INDEX IF NOT EXISTS runs_unclaimed
+    ON runs (run_id) WHERE status = 'paused' AND resumed_by IS NULL;
 
 CREATE TABLE IF NOT EXISTS interactions (
     interaction_id TEXT PRIMARY KEY,
@@ -80,6 +82,7 @@ CREATE TABLE IF NOT EXISTS interactions (
 CREATE INDEX IF NOT EXISTS interactions_due
     ON interactions (expires_at, interaction_id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS interactions_keep_until ON interactions (keep_until);
+CREATE INDEX IF NOT EXISTS interactions_run ON interactions (run_id, status);
 
 CREATE TABLE IF NOT EXISTS run_interactions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -159,6 +162,19 @@ ORDER BY expires_at, interaction_id
 LIMIT ?
 """
 
+# Paused, unclaimed runs are few (those waiting for people), and the partial index lists exactly
+# them in id order; each is then checked through the (run_id, status) index of interactions.
+_SETTLED = """
+SELECT r.run_id FROM runs AS r
+WHERE r.status = 'paused' AND r.resumed_by IS NULL AND r.run_id > ?
+  AND EXISTS (SELECT 1 FROM interactions AS i WHERE i.run_id = r.run_id AND i.status != 'pending')
+  AND NOT EXISTS (
+    SELECT 1 FROM interactions AS i WHERE i.run_id = r.run_id AND i.status = 'pending'
+  )
+ORDER BY r.run_id
+LIMIT ?
+"""
+
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
@@ -170,6 +186,23 @@ def _decode_ix(row: tuple[Any, ...]) -> InteractionRecord:
         interaction_id=interaction_id,
         overlay=dict(zip(INTERACTION_OVERLAY, row[2:], strict=True)),
     )
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL mode, waiting as long as any write would for a busy file.
+
+    SQLite refuses the switch at once, without the busy timeout, while another connection writes
+    to a file still in rollback mode: exactly what two processes opening a new file together do.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
@@ -222,7 +255,7 @@ class SQLiteStore:
     def _setup(self) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         # In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
         conn.execute("PRAGMA synchronous = NORMAL")
         _transaction(conn, lambda: [conn.execute(s) for s in _SCHEMA.split(";") if s.strip()])
@@ -420,6 +453,13 @@ class SQLiteStore:
             return conn.execute(_DUE, (now, limit)).fetchall()
 
         return [_decode_ix(row) for row in await self._call(due)]
+
+    async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
+        if limit <= 0:
+            return []
+        params = (after or "", limit)
+        rows = await self._call(lambda conn: conn.execute(_SETTLED, params).fetchall())
+        return [str(row[0]) for row in rows]
 
     # Conversations
 

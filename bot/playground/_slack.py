@@ -12,7 +12,7 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
@@ -30,6 +30,7 @@ __all__ = [
     "LocalSlack",
     "Message",
     "OpenedView",
+    "Target",
 ]
 
 T = TypeVar("T")
@@ -137,6 +138,11 @@ class BotResponse:
 
     status: int
     body: str
+    url: str = ""
+    """The endpoint that answered (empty over Socket Mode)."""
+    each: list[BotResponse] = field(default_factory=list)
+    """For a delivery to every endpoint: each one's response, in endpoint order (this response is
+    the first of them)."""
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -157,6 +163,10 @@ class _Channel:
     im_user: str | None = None
 
 
+Target = int | Literal["next", "all"]
+"""Which bot endpoint gets a delivery: one by index, the next one in turn, or every one at once
+(as when Slack retries an event and each attempt lands on another process behind a balancer)."""
+
 _Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -165,7 +175,8 @@ class LocalSlack:
 
     Use it as an async context manager; it listens on `host:port` (port 0 picks a free one) and
     exposes `api_url` (the `SLACK_API_URL` for the bot). Set `bot_url` to the bot's
-    `/slack/events` URL before driving it.
+    `/slack/events` URL before driving it, or `bot_urls` to several bot processes' URLs: each
+    delivery then goes where its `to` says, by default (`route`) to the next one in turn.
     """
 
     def __init__(
@@ -174,6 +185,7 @@ class LocalSlack:
         signing_secret: str = "local-signing-secret",
         bot_token: str = "xoxb-local-token",
         bot_url: str | None = None,
+        bot_urls: Sequence[str] = (),
         host: str = "127.0.0.1",
         port: int = 0,
         team_id: str = "T0LOCAL",
@@ -185,7 +197,11 @@ class LocalSlack:
     ) -> None:
         self.signing_secret = signing_secret
         self.bot_token = bot_token
-        self.bot_url = bot_url
+        self.bot_urls: list[str] = [*([bot_url] if bot_url else []), *bot_urls]
+        """The bot endpoints (`/slack/events` URLs) deliveries go to over HTTP."""
+        self.route: Target = "next"
+        """Where a delivery without its own `to` goes."""
+        self._turn = itertools.count()
         self.host = host
         self.port = port
         self.team_id = team_id
@@ -234,6 +250,15 @@ class LocalSlack:
             self.add_usergroup("S0OPS", ["U0BOB", "U0CAROL"])
             self.add_channel("C0GENERAL", "general")
             self.add_channel("C0DEPLOYS", "deploys")
+
+    @property
+    def bot_url(self) -> str | None:
+        """The first bot endpoint; setting it makes it the only one."""
+        return self.bot_urls[0] if self.bot_urls else None
+
+    @bot_url.setter
+    def bot_url(self, url: str | None) -> None:
+        self.bot_urls = [url] if url else []
 
     # ----------------------------------------------------------------- workspace
 
@@ -694,12 +719,14 @@ class LocalSlack:
         thread_ts: str | None = None,
         mention: bool = True,
         deliver: bool = True,
+        to: Target | None = None,
     ) -> Message:
         """Post a person's message and deliver the events Slack would send the bot.
 
         In a channel a mention yields both `app_mention` and `message` events (an app subscribed
         to both gets both); without a mention only `message`. In a DM only `message`. With
-        `deliver=False` the message is only stored; `events_for()` gives its events.
+        `deliver=False` the message is only stored; `events_for()` gives its events. `to` picks
+        the bot endpoint of each event (see `send_raw`).
         """
         if channel not in self.channels:
             raise KeyError(f"no channel {channel!r}")
@@ -712,7 +739,7 @@ class LocalSlack:
         await self._changed("message", {"channel": channel, **message.to_api()})
         if deliver:
             for event in self.events_for(message):
-                await self.send_event(event)
+                await self.send_event(event, to=to)
         return message
 
     def events_for(self, message: Message) -> list[dict[str, Any]]:
@@ -760,9 +787,15 @@ class LocalSlack:
         }
 
     async def send_event(
-        self, event: dict[str, Any], *, event_id: str | None = None, retry_num: int | None = None
+        self,
+        event: dict[str, Any],
+        *,
+        event_id: str | None = None,
+        retry_num: int | None = None,
+        to: Target | None = None,
     ) -> BotResponse:
-        """Deliver one event to the bot (a retry repeats `event_id` with `retry_num`)."""
+        """Deliver one event to the bot (a retry repeats `event_id` with `retry_num`); with
+        `to="all"` every endpoint gets the very same envelope."""
         envelope = self.event_envelope(event, event_id=event_id)
         if self.delivery == "socket":
             return await self._send_envelope("events_api", envelope, retry_num or 0)
@@ -770,7 +803,7 @@ class LocalSlack:
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
             headers["X-Slack-Retry-Reason"] = "http_timeout"
-        return await self.send_raw(json.dumps(envelope), headers=headers)
+        return await self.send_raw(json.dumps(envelope), headers=headers, to=to)
 
     def block_actions_payload(
         self,
@@ -862,12 +895,13 @@ class LocalSlack:
         value: str | None = None,
         selected: str | list[str] | None = None,
         channel: str | None = None,
+        to: Target | None = None,
     ) -> BotResponse:
         """A person clicks a button or picks from a select on a stored message."""
         payload = self.block_actions_payload(
             user, message_ts, action_id, value=value, selected=selected, channel=channel
         )
-        return await self.send_interactivity(payload)
+        return await self.send_interactivity(payload, to=to)
 
     def view_submission_payload(
         self, user: str, view_id: str, values: Mapping[str, Any]
@@ -918,27 +952,31 @@ class LocalSlack:
             "enterprise": None,
         }
 
-    async def submit_view(self, user: str, view_id: str, values: Mapping[str, Any]) -> BotResponse:
+    async def submit_view(
+        self, user: str, view_id: str, values: Mapping[str, Any], *, to: Target | None = None
+    ) -> BotResponse:
         """Submit a modal; the bot's JSON answer (e.g. `response_action: errors`) comes back.
 
         The view closes unless the bot answered with errors or another response action.
         """
         payload = self.view_submission_payload(user, view_id, values)
-        response = await self.send_interactivity(payload)
+        response = await self.send_interactivity(payload, to=to)
         body = response.json() if response.status == 200 and response.body.strip() else None
         if response.status == 200 and not (isinstance(body, dict) and body.get("response_action")):
             self.views[view_id].closed = True
             await self._changed("view_updated", asdict(self.views[view_id]))
         return response
 
-    async def send_interactivity(self, payload: dict[str, Any]) -> BotResponse:
+    async def send_interactivity(
+        self, payload: dict[str, Any], *, to: Target | None = None
+    ) -> BotResponse:
         """POST an interactivity payload form-encoded as `payload=`, signed (or send it over
         Socket Mode)."""
         if self.delivery == "socket":
             return await self._send_envelope("interactive", payload, 0)
         body = urlencode({"payload": json.dumps(payload)})
         return await self.send_raw(
-            body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+            body, headers={"Content-Type": "application/x-www-form-urlencoded"}, to=to
         )
 
     async def send_raw(
@@ -949,13 +987,15 @@ class LocalSlack:
         sign: bool = True,
         timestamp: int | None = None,
         signature: str | None = None,
+        to: Target | None = None,
     ) -> BotResponse:
         """POST `body` to the bot, signed as Slack signs.
 
-        `sign=False`, an old `timestamp` or a forged `signature` make a tampered request.
+        `sign=False`, an old `timestamp` or a forged `signature` make a tampered request. `to`
+        picks the endpoint among `bot_urls` (default `route`): an index, `"next"` in turn, or
+        `"all"` at once, which returns the first endpoint's response with every one in `each`.
         """
-        if self.bot_url is None:
-            raise RuntimeError("set `bot_url` to the bot's /slack/events URL first")
+        targets = self._targets(to)
         if self._session is None:
             raise RuntimeError("LocalSlack is not started")
         all_headers = dict(headers or {})
@@ -966,10 +1006,31 @@ class LocalSlack:
             all_headers["X-Slack-Signature"] = signature or str(
                 self._verifier.generate_signature(timestamp=ts, body=body)
             )
-        async with self._session.post(
-            self.bot_url, data=body.encode(), headers=all_headers
-        ) as response:
-            return BotResponse(status=response.status, body=await response.text())
+        if len(targets) == 1:
+            return await self._post(self._session, targets[0], body, all_headers)
+        each = await asyncio.gather(
+            *(self._post(self._session, url, body, all_headers) for url in targets)
+        )
+        return BotResponse(status=each[0].status, body=each[0].body, url=each[0].url, each=each)
+
+    def _targets(self, to: Target | None) -> list[str]:
+        if not self.bot_urls:
+            raise RuntimeError("set `bot_url` to the bot's /slack/events URL first")
+        target = self.route if to is None else to
+        if target == "all":
+            return list(self.bot_urls)
+        if target == "next":
+            return [self.bot_urls[next(self._turn) % len(self.bot_urls)]]
+        if not 0 <= target < len(self.bot_urls):
+            raise IndexError(f"no bot endpoint {target!r}: there are {len(self.bot_urls)}")
+        return [self.bot_urls[target]]
+
+    @staticmethod
+    async def _post(
+        session: aiohttp.ClientSession, url: str, body: str, headers: Mapping[str, str]
+    ) -> BotResponse:
+        async with session.post(url, data=body.encode(), headers=headers) as response:
+            return BotResponse(status=response.status, body=await response.text(), url=url)
 
 
 class _ApiError(Exception):

@@ -17,10 +17,12 @@ from typing import Any
 
 import blocks
 from blocks import CardAction, InvalidAnswer, ModalSubmission
-from state import AuditEntry, InteractionRecord, Store
+from state import AuditEntry, InteractionRecord, InteractionStatus, Store
 
+from .. import Cancel
 from ._chat import Chat
 from ._conversation import Conversations, Thread
+from ._expiry import EXPIRED_REASON
 from ._policy import AnswerPolicy, GroupMembers
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck"]
@@ -283,39 +285,71 @@ class Answers:
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status != "answered" for record in records):
             return False
-        first = records[0]
-        thread = Thread(
-            channel=first.channel,
-            thread_ts=first.thread_ts or first.message_ts or "",
-            requester=first.requester,
-        )
         await self.conversations.resume(
             run_id=run_id,
             answers={record.interaction_id: record.answer for record in records},
-            thread=thread,
+            thread=_thread_of(records[0]),
             working_ts=working_ts,
         )
         return True
 
-    async def recover(self, *, scan: int = 1000) -> int:
-        """Resume runs whose interactions were all answered but that never resumed.
+    async def recover(self, *, page: int = 100) -> int:
+        """Resume this agent's runs that wait for nothing but were never resumed; how many.
 
-        A crash between the claim and the resume leaves exactly that; the audit log names the
-        recently answered runs, and the run's own record says whether it was resumed.
+        A crash between the last claim (an answer, or an expiry) and the resume leaves exactly
+        that, and the store lists such runs itself (`settled_runs`), however long ago it was.
+        Another process racing to resume the same run is harmless: the run is claimed once.
         """
-        run_ids: list[str] = []
-        for entry in await self.store.recent_audit(limit=scan):
-            if entry.action == "answered" and entry.run_id and entry.run_id not in run_ids:
-                run_ids.append(entry.run_id)
         resumed = 0
-        for run_id in run_ids:
-            run = await self.store.load_run(run_id)
-            if run is None or run.status != "paused" or run.resumed_by is not None:
-                continue
-            log.info("recovering run %s: answered before a restart, never resumed", run_id)
-            if await self.resume_if_complete(run_id):
-                resumed += 1
+        after: str | None = None
+        while run_ids := await self.store.settled_runs(limit=page, after=after):
+            after = run_ids[-1]
+            for run_id in run_ids:
+                try:
+                    if await self._recover_run(run_id):
+                        resumed += 1
+                except Exception:
+                    # One unreadable run must not keep the others from being recovered.
+                    log.exception("could not recover run %s", run_id)
         return resumed
+
+    async def _recover_run(self, run_id: str) -> bool:
+        run = await self.store.load_run(run_id)
+        if run is None or run.agent_name != self.conversations.agent.name:
+            return False  # Another agent's run in a shared store is that agent's to resume.
+        records = await self.store.run_interactions(run_id)
+        if not records or any(record.status == "pending" for record in records):
+            return False
+        log.info("recovering run %s: settled before a restart, never resumed", run_id)
+        answers: dict[str, Any] = {}
+        for record in records:
+            if record.status == "answered":
+                answers[record.interaction_id] = record.answer
+            else:
+                # Closed unanswered by an expiry that was cut short: the card says so, and the
+                # run is cancelled as the sweep would have done.
+                await self.conversations.show_closed(record)
+                answers[record.interaction_id] = Cancel(_cancel_reason(record.status))
+        await self.conversations.resume(
+            run_id=run_id, answers=answers, thread=_thread_of(records[0])
+        )
+        return True
+
+
+def _cancel_reason(status: InteractionStatus) -> str:
+    if status == "expired":
+        return EXPIRED_REASON
+    if status == "superseded":
+        return "the conversation moved on"
+    return "the request was cancelled"
+
+
+def _thread_of(record: InteractionRecord) -> Thread:
+    return Thread(
+        channel=record.channel,
+        thread_ts=record.thread_ts or record.message_ts or "",
+        requester=record.requester,
+    )
 
 
 def _closed_reason(record: InteractionRecord) -> str:

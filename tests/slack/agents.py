@@ -138,3 +138,20 @@ def _broken(messages: list[dict[str, Any]]) -> str:
 
 
 broken_agent = Agent(name="broken", model=FunctionModel(_broken), tools=[])
+
+
+def _deploy_or_recall(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    last = _last(messages)
+    if last["role"] == "tool":
+        return f"Tool said: {last['content']}"
+    if str(last["content"]).startswith("deploy"):
+        return _tool_call("deploy", service="api", environment="prod")
+    return _memory(messages)
+
+
+recall_agent = Agent(
+    name="recaller",
+    model=FunctionModel(_deploy_or_recall),
+    tools=[Tool(deploy, requires_approval=True)],
+)
+"""Deploys behind an approval when asked to deploy; otherwise says what it heard in the thread."""

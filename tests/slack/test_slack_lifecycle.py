@@ -7,10 +7,11 @@ import time
 import pytest
 
 from blocks import ACTION_APPROVE
+from bot.playground._slack import Message
 from state import AuditEntry
 
 from . import agents
-from .conftest import ALICE, BOB, BotFactory
+from .conftest import ALICE, BOB, DAVE, BotFactory, Harness
 
 
 @pytest.fixture(autouse=True)
@@ -112,3 +113,90 @@ async def test_expiry_closes_the_runs_other_cards_too(make_bot: BotFactory) -> N
             assert "hb:confirm" not in shown
         [stopped] = h.texts(asked.ts)
         assert stopped.startswith("Stopped")
+
+
+async def _answer_behind_the_bots_back(h: Harness, card: Message) -> str:
+    """What a crash right after the claim leaves behind: answered, never resumed."""
+    claim = await h.store.answer_interaction(
+        h.interaction_id(card), answer=True, answered_by=BOB, now=time.time()
+    )
+    assert claim.won and claim.record is not None
+    return claim.record.run_id
+
+
+async def test_recovery_finds_runs_answered_before_any_amount_of_audit(
+    make_bot: BotFactory,
+) -> None:
+    """The store lists settled runs itself: 1,001 newer audit entries do not hide one."""
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        run_id = await _answer_behind_the_bots_back(h, h.card(asked.ts))
+        await h.store.audit(AuditEntry(at=time.time(), action="answered", run_id=run_id, user=BOB))
+        for n in range(1001):
+            await h.store.audit(
+                AuditEntry(at=time.time(), action="refused", user=DAVE, detail=f"#{n}")
+            )
+        recent = await h.store.recent_audit(limit=1000)
+        assert not any(entry.run_id == run_id for entry in recent)
+    assert agents.DEPLOYS == []
+
+    async with make_bot(agents.approval_agent) as restarted:
+        await restarted.bot.drain()
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert restarted.texts(asked.ts) == ["Tool said: deployed api to prod"]
+
+
+async def test_recovery_needs_no_audit_entry_at_all(make_bot: BotFactory) -> None:
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        await _answer_behind_the_bots_back(h, h.card(asked.ts))
+        assert await h.store.recent_audit() == []
+        assert h.texts(asked.ts) == []
+
+    async with make_bot(agents.confirm_agent) as restarted:
+        await restarted.bot.drain()
+        assert restarted.texts(asked.ts) == ["Tool said: true"]
+
+
+async def test_recovery_finishes_an_expiry_cut_short_by_a_crash(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        # The sweep closed the card, then the process died before it cancelled the run.
+        closed = await h.store.close_interaction(
+            h.interaction_id(card), status="expired", now=time.time()
+        )
+        assert closed.won
+
+    async with make_bot(agents.approval_agent) as restarted:
+        await restarted.bot.drain()
+        [stopped] = restarted.texts(asked.ts)
+        assert stopped.startswith("Stopped") and "expired" in stopped
+        shown = restarted.slack.message(card.channel, card.ts)
+        assert shown is not None and ACTION_APPROVE not in str(shown.blocks)
+        assert "expired" in str(shown.blocks)
+        assert agents.DEPLOYS == []
+
+
+async def test_recovery_pages_through_every_settled_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.confirm_agent) as h:
+        threads = [await h.mention(ALICE, f"restart {n}") for n in range(5)]
+        for asked in threads:
+            await _answer_behind_the_bots_back(h, h.card(asked.ts))
+        assert await h.bot.answers.recover(page=2) == 5
+        await h.bot.drain()
+        assert [h.texts(asked.ts) for asked in threads] == [["Tool said: true"]] * 5
+        assert await h.store.settled_runs() == []
+        assert await h.bot.answers.recover(page=2) == 0
+
+
+async def test_recovery_leaves_another_agents_runs_alone(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        run_id = await _answer_behind_the_bots_back(h, h.card(asked.ts))
+
+    async with make_bot(agents.confirm_agent) as other:
+        await other.bot.drain()
+        assert other.texts(asked.ts) == []
+        assert await other.store.settled_runs() == [run_id]
+    assert agents.DEPLOYS == []

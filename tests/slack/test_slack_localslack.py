@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
@@ -72,26 +75,46 @@ async def test_rate_limit_once_then_ok(slack: LocalSlack) -> None:
     assert [m.text for m in slack.messages] == ["eventually"]
 
 
-async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
-    received: list[tuple[dict[str, str], str]] = []
+@dataclass
+class _Endpoint:
+    """A stand-in bot endpoint that answers 200 and keeps each request's headers and body."""
 
-    async def bot(request: aiohttp.web.Request) -> aiohttp.web.Response:
-        received.append((dict(request.headers), await request.text()))
+    url: str = ""
+    requests: list[tuple[dict[str, str], str]] = field(default_factory=list)
+
+    async def handle(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        self.requests.append((dict(request.headers), await request.text()))
         return aiohttp.web.Response(status=200)
 
-    app = aiohttp.web.Application()
-    app.router.add_post("/slack/events", bot)
-    runner = aiohttp.web.AppRunner(app)
-    await runner.setup()
-    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+@asynccontextmanager
+async def _endpoints(count: int) -> AsyncIterator[list[_Endpoint]]:
+    endpoints = [_Endpoint() for _ in range(count)]
+    runners: list[aiohttp.web.AppRunner] = []
     try:
-        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+        for endpoint in endpoints:
+            app = aiohttp.web.Application()
+            app.router.add_post("/slack/events", endpoint.handle)
+            runner = aiohttp.web.AppRunner(app)
+            runners.append(runner)
+            await runner.setup()
+            site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            endpoint.url = f"http://127.0.0.1:{port}/slack/events"
+        yield endpoints
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
+    async with _endpoints(1) as [bot]:
+        slack.bot_url = bot.url
         message = await slack.post_user_message(ALICE, CHANNEL, "hello")
         verifier = SignatureVerifier(slack.signing_secret)
         kinds = []
-        for headers, body in received:
+        for headers, body in bot.requests:
             assert verifier.is_valid_request(body, headers)
             envelope = json.loads(body)
             assert envelope["type"] == "event_callback" and envelope["event_id"]
@@ -99,8 +122,39 @@ async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
             kinds.append(envelope["event"]["type"])
         assert kinds == ["app_mention", "message"]
         assert message.text == f"<@{slack.bot_user_id}> hello"
-    finally:
-        await runner.cleanup()
+
+
+async def test_deliveries_to_several_bot_processes(slack: LocalSlack) -> None:
+    async with _endpoints(2) as bots:
+        first, second = (bot.url for bot in bots)
+        slack.bot_urls = [first, second]
+        assert slack.bot_url == first
+        asked = await slack.post_user_message(ALICE, CHANNEL, "x", deliver=False)
+        event = slack.events_for(asked)[0]
+        # By default each delivery goes to the next endpoint in turn.
+        turns = [(await slack.send_event(event)).url for _ in range(4)]
+        assert turns == [first, second, first, second]
+        assert [len(bot.requests) for bot in bots] == [2, 2]
+
+        assert (await slack.send_event(event, to=1)).url == second
+        assert [len(bot.requests) for bot in bots] == [2, 3]
+
+        both = await slack.send_event(event, event_id="EvSAME", to="all")
+        assert [(r.url, r.status) for r in both.each] == [(first, 200), (second, 200)]
+        assert (both.url, both.status) == (first, 200)
+        verifier = SignatureVerifier(slack.signing_secret)
+        (head_a, body_a), (head_b, body_b) = (bot.requests[-1] for bot in bots)
+        assert body_a == body_b and json.loads(body_a)["event_id"] == "EvSAME"
+        assert verifier.is_valid_request(body_a, head_a)
+        assert verifier.is_valid_request(body_b, head_b)
+
+        slack.route = 0
+        assert (await slack.send_event(event)).url == first
+        with pytest.raises(IndexError):
+            await slack.send_event(event, to=2)
+        slack.bot_url = None
+        with pytest.raises(RuntimeError, match="bot_url"):
+            await slack.send_event(event)
 
 
 async def test_wait_for_and_change_feed(slack: LocalSlack) -> None:

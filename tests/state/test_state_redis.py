@@ -15,6 +15,7 @@ from state._keys import (
     DELIVERY_TTL,
     INTERACTION_GRACE,
     RUN_TTL,
+    SETTLED_TTL,
     THREAD_TTL,
     RedisKeys,
 )
@@ -59,6 +60,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "close_interaction": lambda s: s.close_interaction("ix-2", status="expired", now=time.time()),
     "due_interactions": lambda s: s.due_interactions(time.time() + 1e6),
+    "settled_runs": lambda s: s.settled_runs(),
     "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
     "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
     "first_delivery": lambda s: s.first_delivery("Ev1"),
@@ -165,3 +167,50 @@ async def test_a_hash_without_its_json_is_corrupt(counted: RedisStore, raw: aior
     await raw.hset(key, "status", "pending")
     with pytest.raises(CorruptRecordError):
         await counted.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+
+
+async def test_the_settled_index_holds_a_run_until_its_claim(
+    counted: RedisStore, raw: aioredis.Redis
+) -> None:
+    keys = RedisKeys(counted.prefix)
+    await counted.save_run(make_run())
+    await counted.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
+    await counted.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    # Marked on the first answer; `settled_runs` still checks that nothing is pending.
+    assert await raw.zrange(keys.settled, 0, -1) == [b"run-1"]
+    ttl = await raw.ttl(keys.settled)
+    assert SETTLED_TTL - 5 <= ttl <= SETTLED_TTL
+    assert await counted.settled_runs() == []
+    await counted.close_interaction("ix-2", status="expired", now=time.time())
+    assert await counted.settled_runs() == ["run-1"]
+    assert (await counted.claim_run("run-1", child_id="child")).won
+    assert await raw.exists(keys.settled) == 0
+
+
+async def test_an_answer_to_a_claimed_run_does_not_mark_it(
+    counted: RedisStore, raw: aioredis.Redis
+) -> None:
+    """Superseding claims the run first and closes its cards after: nothing to index then."""
+    await counted.save_run(make_run())
+    await counted.add_interactions([make_interaction("ix-1")])
+    assert (await counted.claim_run("run-1", child_id="child")).won
+    await counted.close_interaction("ix-1", status="superseded", now=time.time())
+    assert await raw.exists(RedisKeys(counted.prefix).settled) == 0
+
+
+async def test_settled_runs_drops_members_that_went_stale(
+    counted: RedisStore, raw: aioredis.Redis
+) -> None:
+    keys = RedisKeys(counted.prefix)
+    for run_id in ("gone", "done", "waiting", "stuck"):
+        await counted.save_run(make_run(run_id))
+        await counted.add_interactions([make_interaction(f"ix-{run_id}", run_id=run_id)])
+        await counted.answer_interaction(
+            f"ix-{run_id}", answer=1, answered_by="U1", now=time.time()
+        )
+    await raw.delete(keys.run("gone"))
+    await counted.save_run(make_run("done", status="success", reason=None))
+    await counted.add_interactions([make_interaction("ix-more", run_id="waiting")])
+
+    assert await counted.settled_runs() == ["stuck"]
+    assert await raw.zrange(keys.settled, 0, -1) == [b"stuck", b"waiting"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -120,3 +121,33 @@ async def test_many_tasks_share_one_connection_safely(store: SQLiteStore) -> Non
         *(store.claim_run(f"run-{n % 10}", child_id=f"c{n}") for n in range(50))
     )
     assert sum(claim.won for claim in claims) == 10
+
+
+async def test_settled_runs_reads_only_unclaimed_paused_runs_through_indexes(
+    store: SQLiteStore, db: Path
+) -> None:
+    from state._sqlite import _SETTLED
+
+    plan = " ".join(str(row[3]) for row in raw(db, "EXPLAIN QUERY PLAN " + _SETTLED, "", 10))
+    assert "USING INDEX runs_unclaimed" in plan
+    assert plan.count("USING COVERING INDEX interactions_run") == 2
+    assert "SCAN" not in plan
+
+
+async def test_opening_waits_for_another_process_creating_the_same_new_file(db: Path) -> None:
+    """A second bot opening a new file while the first writes its schema must not fail."""
+    writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # a write lock on a file still in rollback mode
+        writer.execute("CREATE TABLE another_process (x)")
+        opening = asyncio.create_task(asyncio.to_thread(SQLiteStore, db))
+        # SQLite refused the WAL switch at once here; the store now waits as for any lock.
+        await asyncio.sleep(0.05)
+        assert not opening.done()
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+    async with await opening as store:
+        await store.save_run(make_run())
+        assert await store.load_run("run-1") is not None
+    assert raw(db, "PRAGMA journal_mode") == [("wal",)]
