@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from state import HandbackError
+
 __all__ = ["InvalidAnswer"]
 
 
-class InvalidAnswer(ValueError):
+class InvalidAnswer(HandbackError, ValueError):
     """An answer that cannot be accepted: malformed, tampered with, or not valid for the schema.
 
     `str(error)` is a sentence to show the person (an ephemeral message); `errors` maps modal

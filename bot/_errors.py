@@ -1,6 +1,10 @@
-"""The exceptions handback raises.
+"""The exceptions handback raises; one root for the whole project.
 
-    HandbackError                 root of everything handback raises on purpose
+    HandbackError                 root of everything handback raises on purpose (defined in
+    │                             `state`, the package every other one depends on)
+    ├── StoreError                state: a store URL, a closed store, a corrupt record
+    ├── InvalidAnswer (ValueError) blocks: a Slack answer that is malformed, tampered or invalid
+    ├── ConfigError               bot.slack: a missing or malformed setting
     ├── UsageError (TypeError)    the calling code is wrong: bad arguments, bad tool definitions
     └── ResumeError               a resume was refused before any handler ran; the run is intact
         ├── RunNotFound           no run with that `parent_id` in the store
@@ -15,6 +19,8 @@ The pause itself is not an error: it is a `BaseException` private to the runtime
 
 from __future__ import annotations
 
+from state import HandbackError
+
 __all__ = [
     "HandbackError",
     "InvalidResumeValue",
@@ -25,10 +31,6 @@ __all__ = [
     "UnknownInteraction",
     "UsageError",
 ]
-
-
-class HandbackError(Exception):
-    """Root of the errors handback raises."""
 
 
 class UsageError(HandbackError, TypeError):

@@ -1,6 +1,12 @@
 """Where handback keeps runs, pending interactions, threads and its audit log (Redis or SQLite)."""
 
-from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
+from ._errors import (
+    CorruptRecordError,
+    HandbackError,
+    StoreClosedError,
+    StoreError,
+    StoreURLError,
+)
 from ._open import open_store, store_from_url
 from ._protocol import AuditLog, ConversationStore, InteractionStore, RunStore, Store
 from ._records import (
@@ -24,6 +30,7 @@ __all__ = [
     "AuditLog",
     "ConversationStore",
     "CorruptRecordError",
+    "HandbackError",
     "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",

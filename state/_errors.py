@@ -1,19 +1,33 @@
-"""The errors a store raises, apart from losing a claim (which is a normal result).
+"""The project's error root, and the errors a store raises apart from losing a claim (which is a
+normal result). The root lives here because `state` is the package every other one depends on;
+`bot` re-exports it, and `blocks.InvalidAnswer` and every `bot` error derive from it.
 
 ```
-StoreError                      root of every store failure
-├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
-├── StoreClosedError            a store used after `aclose()` (developer mistake)
-└── CorruptRecordError          a stored value that does not read back as its record
+HandbackError                       root of every error handback raises on purpose
+└── StoreError                      root of every store failure
+    ├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
+    ├── StoreClosedError            a store used after `aclose()` (developer mistake)
+    └── CorruptRecordError          a stored value that does not read back as its record
 ```
 """
 
 from __future__ import annotations
 
-__all__ = ["CorruptRecordError", "StoreClosedError", "StoreError", "StoreURLError"]
+__all__ = [
+    "CorruptRecordError",
+    "HandbackError",
+    "StoreClosedError",
+    "StoreError",
+    "StoreURLError",
+]
 
 
-class StoreError(Exception):
+class HandbackError(Exception):
+    """Root of the errors handback raises, in every package: `except HandbackError` catches
+    them all, and nothing else."""
+
+
+class StoreError(HandbackError):
     """Root of the errors raised by `state`."""
 
 

@@ -35,3 +35,24 @@ def test_public_names_from_the_spec() -> None:
     from bot import Agent, Cancel, Tool, suspend  # noqa: F401
     from bot.events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent  # noqa: F401
     from bot.tools import ask_user, ask_user_multi, confirm  # noqa: F401
+
+
+def test_one_error_root_for_the_project() -> None:
+    import blocks
+    import bot
+    import state
+    from bot.slack import ConfigError
+
+    for error in [
+        state.StoreError,
+        state.StoreURLError,
+        state.CorruptRecordError,
+        blocks.InvalidAnswer,
+        ConfigError,
+        bot.UsageError,
+        bot.ResumeError,
+        bot.RunAlreadyResumed,
+        bot.InvalidResumeValue,
+    ]:
+        assert issubclass(error, bot.HandbackError), error
+    assert bot.HandbackError is state.HandbackError
