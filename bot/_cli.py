@@ -1,5 +1,5 @@
 """The `handback` command: `handback run [MODULE:ATTR]` serves an agent in Slack, `handback dev`
-opens the local playground.
+opens the local playground, `handback audit` and `handback pending` read the store.
 
 Mistakes in the command line or the configuration end with one line on stderr and exit code 2,
 never a traceback.
@@ -80,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8080)
     dev.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    for name, help_text in [
+        ("audit", "print the audit log, newest first: answers, refusals, expiries"),
+        ("pending", "print the interactions still waiting for an answer"),
+    ]:
+        view = commands.add_parser(name, help=help_text, description=help_text)
+        view.add_argument(
+            "--store",
+            default=None,
+            metavar="URL",
+            help="redis://... or sqlite:///path (default: HANDBACK_STORE, else sqlite:///handback.db)",
+        )
+        view.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+        view.add_argument("--json", action="store_true", help="one JSON object per line")
     return parser
 
 
@@ -102,7 +115,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             or 0
         )
+    if args.command in ("audit", "pending"):
+        return _view(args.command, args.store, args.limit, args.json)
     return _run(args.agent)
+
+
+def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
+    from redis.exceptions import RedisError
+
+    from state import StoreError
+
+    from ._admin import print_audit, print_pending
+
+    if limit < 1:
+        return _fail(f"--limit must be at least 1, got {limit}")
+    show = print_audit if command == "audit" else print_pending
+    try:
+        asyncio.run(show(url, limit=limit, as_json=as_json, out=sys.stdout))
+    except StoreError as error:
+        return _fail(f"the store cannot be used: {error}")
+    except RedisError as error:
+        return _fail(f"the store cannot be reached: {error}")
+    return 0
 
 
 def _run(ref: str) -> int:
