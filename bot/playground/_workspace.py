@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ._payloads import payload_user
 from ._slack import LocalSlack
 
 __all__ = ["DEMO_PEOPLE", "Person", "PlaygroundSlack"]
@@ -34,26 +35,21 @@ class PlaygroundSlack(LocalSlack):
     closing a modal without submitting it (Slack then sends `view_closed` if asked to)."""
 
     async def close_view(self, user: str, view_id: str) -> None:
-        opened = self.views.get(view_id)
-        if opened is None or opened.closed:
-            raise KeyError(f"no open view {view_id!r}")
-        if opened.user != user:
-            raise ValueError(f"view {view_id!r} was opened for {opened.user!r}, not {user!r}")
+        opened = self.open_view(user, view_id)
         opened.closed = True
         if opened.view.get("notify_on_close"):
-            name = self.users[user].name if user in self.users else user
             await self.send_interactivity(
                 {
                     "type": "view_closed",
                     "team": {"id": self.team_id, "domain": "local"},
-                    "user": {"id": user, "username": name, "name": name, "team_id": self.team_id},
+                    "user": payload_user(self, user),
                     "api_app_id": self.api_app_id,
                     "token": "legacy-verification-token",
                     "view": {"id": opened.id, "hash": opened.hash, **opened.view},
                     "is_cleared": False,
                 }
             )
-        await self._changed("view_updated", asdict(opened))
+        await self.publish("view_updated", asdict(opened))
 
     def latest_statuses(self) -> list[dict[str, str]]:
         """The current `assistant.threads.setStatus` line of each thread (empty = cleared)."""

@@ -1,0 +1,314 @@
+"""The Slack Web API methods the bot calls, served from LocalSlack's workspace: token checks,
+injected failures (rate limits) and one handler per method, answering as Slack answers."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from aiohttp import web
+
+from ._workspace_model import ApiCall, Ephemeral, Message, OpenedView, Workspace
+
+__all__ = ["WebApi"]
+
+_Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class _ApiError(Exception):
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class WebApi:
+    """Serves `/api/{method}` from `workspace`, recording each call in `workspace.calls`.
+
+    `socket_url` gives `apps.connections.open` the Socket Mode URL to hand the bot.
+    """
+
+    def __init__(self, workspace: Workspace, *, socket_url: Callable[[], str]) -> None:
+        self.workspace = workspace
+        self._socket_url = socket_url
+        self._fail_next: dict[str, list[tuple[int, int]]] = {}
+        self._methods: dict[str, _Handler] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._chat_post_message,
+            "chat.update": self._chat_update,
+            "chat.postEphemeral": self._chat_post_ephemeral,
+            "chat.delete": self._chat_delete,
+            "views.open": self._views_open,
+            "views.update": self._views_update,
+            "reactions.add": self._reactions_add,
+            "reactions.remove": self._reactions_remove,
+            "assistant.threads.setStatus": self._set_status,
+            "conversations.replies": self._conversations_replies,
+            "usergroups.users.list": self._usergroups_users_list,
+            "users.info": self._users_info,
+        }
+
+    def fail_next(self, method: str, *, status: int, retry_after: int) -> None:
+        """Answer the next call to `method` with `status` and a `Retry-After` header."""
+        self._fail_next.setdefault(method, []).append((status, retry_after))
+
+    async def handle(self, request: web.Request) -> web.Response:
+        ws = self.workspace
+        method = request.match_info["method"]
+        args = await _read_args(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
+        token = token or args.pop("token", None)
+        args.pop("token", None)
+        failures = self._fail_next.get(method)
+        if failures:
+            status, retry_after = failures.pop(0)
+            ws.calls.append(ApiCall(method=method, args=args, at=time.time(), status=status))
+            await ws.publish("rate_limited", {"method": method, "status": status})
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"},
+                status=status,
+                headers={"Retry-After": str(retry_after)},
+            )
+        ws.calls.append(ApiCall(method=method, args=args, at=time.time()))
+        await ws.publish("call", {"method": method})
+        if method == "apps.connections.open":
+            if token != ws.app_token:
+                return web.json_response({"ok": False, "error": "invalid_auth"})
+            return web.json_response({"ok": True, "url": self._socket_url()})
+        if token != ws.bot_token:
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        handler = self._methods.get(method)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        try:
+            body = await handler(args)
+        except _ApiError as error:
+            return web.json_response({"ok": False, "error": error.code})
+        return web.json_response({"ok": True, **body})
+
+    def _channel_arg(self, args: Mapping[str, Any], key: str = "channel") -> str:
+        channel = str(args.get(key) or "")
+        if channel not in self.workspace.channels:
+            raise _ApiError("channel_not_found")
+        return channel
+
+    def _message_arg(self, args: Mapping[str, Any], ts_key: str) -> Message:
+        """The message `channel` and `ts_key` name."""
+        channel = self._channel_arg(args)
+        message = self.workspace.message(channel, str(args.get(ts_key) or ""))
+        if message is None:
+            raise _ApiError("message_not_found")
+        return message
+
+    async def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        return {
+            "url": "http://localslack/",
+            "team": "local",
+            "user": "handback",
+            "team_id": ws.team_id,
+            "user_id": ws.bot_user_id,
+            "bot_id": ws.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    async def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        channel = self._channel_arg(args)
+        text, blocks = _text_and_blocks(args)
+        thread_ts = _thread_ts(args)
+        if thread_ts is not None and ws.message(channel, thread_ts) is None:
+            raise _ApiError("thread_not_found")
+        message = Message(
+            channel=channel,
+            ts=ws.new_ts(),
+            text=text,
+            bot_id=ws.bot_id,
+            user=ws.bot_user_id,
+            thread_ts=thread_ts,
+            blocks=blocks,
+        )
+        ws.messages.append(message)
+        await ws.publish("message", {"channel": channel, **message.to_api()})
+        return {"channel": channel, "ts": message.ts, "message": message.to_api()}
+
+    async def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._message_arg(args, "ts")
+        if message.bot_id != self.workspace.bot_id:
+            raise _ApiError("cant_update_message")
+        text, blocks = _text_and_blocks(args)
+        message.text = text
+        # Slack keeps the old blocks when an update leaves them out.
+        if "blocks" in args:
+            message.blocks = blocks
+        message.edited = True
+        channel = message.channel
+        await self.workspace.publish("message_updated", {"channel": channel, **message.to_api()})
+        return {"channel": channel, "ts": message.ts, "text": text, "message": message.to_api()}
+
+    async def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        channel = self._channel_arg(args)
+        user = str(args.get("user") or "")
+        if user not in ws.users:
+            raise _ApiError("user_not_found")
+        text, blocks = _text_and_blocks(args)
+        ephemeral = Ephemeral(
+            channel=channel,
+            user=user,
+            text=text,
+            thread_ts=_thread_ts(args),
+            blocks=blocks,
+            message_ts=ws.new_ts(),
+        )
+        ws.ephemerals.append(ephemeral)
+        await ws.publish("ephemeral", asdict(ephemeral))
+        return {"message_ts": ephemeral.message_ts}
+
+    async def _chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._message_arg(args, "ts")
+        self.workspace.messages.remove(message)
+        where = {"channel": message.channel, "ts": message.ts}
+        await self.workspace.publish("message_deleted", where)
+        return where
+
+    async def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        trigger_id = str(args.get("trigger_id") or "")
+        user = self.workspace.triggers.pop(trigger_id, None)
+        if user is None:
+            raise _ApiError("invalid_trigger_id")
+        view = _json_arg(args, "view")
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            raise _ApiError("invalid_arguments")
+        opened = OpenedView(
+            id=f"V{uuid.uuid4().hex[:10].upper()}",
+            user=user,
+            view=view,
+            trigger_id=trigger_id,
+            hash=uuid.uuid4().hex[:8],
+        )
+        self.workspace.views[opened.id] = opened
+        await self.workspace.publish("view_opened", asdict(opened))
+        return {"view": {"id": opened.id, "hash": opened.hash, **view}}
+
+    async def _views_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        view_id = str(args.get("view_id") or "")
+        opened = self.workspace.views.get(view_id)
+        if opened is None or opened.closed:
+            raise _ApiError("not_found")
+        view = _json_arg(args, "view")
+        if not isinstance(view, dict):
+            raise _ApiError("invalid_arguments")
+        opened.view = view
+        opened.hash = uuid.uuid4().hex[:8]
+        await self.workspace.publish("view_updated", asdict(opened))
+        return {"view": {"id": opened.id, "hash": opened.hash, **view}}
+
+    async def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        message = self._message_arg(args, "timestamp")
+        name = str(args.get("name") or "")
+        users = message.reactions.setdefault(name, [])
+        if ws.bot_user_id in users:
+            raise _ApiError("already_reacted")
+        users.append(ws.bot_user_id)
+        await ws.publish(
+            "reaction_added", {"channel": message.channel, "ts": message.ts, "name": name}
+        )
+        return {}
+
+    async def _reactions_remove(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        message = self._message_arg(args, "timestamp")
+        name = str(args.get("name") or "")
+        users = message.reactions.get(name, [])
+        if ws.bot_user_id not in users:
+            raise _ApiError("no_reaction")
+        users.remove(ws.bot_user_id)
+        if not users:
+            del message.reactions[name]
+        await ws.publish(
+            "reaction_removed", {"channel": message.channel, "ts": message.ts, "name": name}
+        )
+        return {}
+
+    async def _set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        status = {
+            "channel": self._channel_arg(args, "channel_id"),
+            "thread_ts": str(args.get("thread_ts") or ""),
+            "status": str(args.get("status") or ""),
+        }
+        self.workspace.statuses.append(status)
+        await self.workspace.publish("status", status)
+        return {}
+
+    async def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        channel = self._channel_arg(args)
+        ts = str(args.get("ts") or "")
+        if ws.message(channel, ts) is None:
+            raise _ApiError("thread_not_found")
+        return {"messages": [m.to_api() for m in ws.thread(channel, ts)], "has_more": False}
+
+    async def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        group = str(args.get("usergroup") or "")
+        if group not in self.workspace.usergroups:
+            raise _ApiError("no_such_subteam")
+        return {"users": list(self.workspace.usergroups[group])}
+
+    async def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = self.workspace.users.get(str(args.get("user") or ""))
+        if user is None:
+            raise _ApiError("user_not_found")
+        return {
+            "user": {
+                "id": user.id,
+                "team_id": self.workspace.team_id,
+                "name": user.name,
+                "real_name": user.name.title(),
+                "is_bot": user.is_bot,
+                "profile": {"display_name": user.name, "real_name": user.name.title()},
+            }
+        }
+
+
+async def _read_args(request: web.Request) -> dict[str, Any]:
+    """Arguments from the query string, a form body or a JSON body, as slack_sdk sends them."""
+    args: dict[str, Any] = dict(request.query)
+    if request.can_read_body:
+        if request.content_type == "application/json":
+            loaded = await request.json()
+            if isinstance(loaded, dict):
+                args.update(loaded)
+        else:
+            form = await request.post()
+            args.update({k: v for k, v in form.items() if isinstance(v, str)})
+    return args
+
+
+def _json_arg(args: Mapping[str, Any], key: str) -> Any:
+    value = args.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            raise _ApiError("invalid_arguments") from None
+    return value
+
+
+def _thread_ts(args: Mapping[str, Any]) -> str | None:
+    return str(args["thread_ts"]) if args.get("thread_ts") else None
+
+
+def _text_and_blocks(args: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    blocks = _json_arg(args, "blocks") or []
+    if not isinstance(blocks, list):
+        raise _ApiError("invalid_blocks")
+    text = str(args.get("text") or "")
+    if not text and not blocks:
+        raise _ApiError("no_text")
+    return text, blocks

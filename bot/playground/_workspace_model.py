@@ -1,0 +1,244 @@
+"""LocalSlack's in-memory workspace: its people, channels, messages and modals, and the app (the
+bot) installed in it, as Slack keeps them."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._changes import ChangeFeed
+
+__all__ = ["ApiCall", "Channel", "Ephemeral", "Message", "OpenedView", "User", "Workspace"]
+
+
+@dataclass(kw_only=True)
+class Message:
+    """A message in a channel, as Slack stores it."""
+
+    channel: str
+    ts: str
+    text: str = ""
+    user: str | None = None
+    """The author for people's messages."""
+    bot_id: str | None = None
+    """Set on messages the bot posted."""
+    thread_ts: str | None = None
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    reactions: dict[str, list[str]] = field(default_factory=dict)
+    """Reaction name -> the users who added it."""
+    edited: bool = False
+
+    def to_api(self) -> dict[str, Any]:
+        """The message as the Web API and the Events API show it."""
+        out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
+        if self.user:
+            out["user"] = self.user
+        if self.bot_id:
+            out["bot_id"] = self.bot_id
+        if self.thread_ts:
+            out["thread_ts"] = self.thread_ts
+        if self.blocks:
+            out["blocks"] = self.blocks
+        if self.reactions:
+            out["reactions"] = [
+                {"name": name, "users": users, "count": len(users)}
+                for name, users in self.reactions.items()
+            ]
+        return out
+
+
+@dataclass(kw_only=True)
+class Ephemeral:
+    """A message only one person sees."""
+
+    channel: str
+    user: str
+    text: str
+    thread_ts: str | None = None
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    message_ts: str = ""
+
+
+@dataclass(kw_only=True)
+class OpenedView:
+    """A modal the bot opened for a person."""
+
+    id: str
+    user: str
+    view: dict[str, Any]
+    trigger_id: str
+    hash: str = ""
+    closed: bool = False
+
+
+@dataclass(kw_only=True)
+class ApiCall:
+    """One Web API call the bot made, as received."""
+
+    method: str
+    args: dict[str, Any]
+    at: float
+    status: int = 200
+
+
+@dataclass(kw_only=True)
+class User:
+    """A person, or the bot, in the workspace."""
+
+    id: str
+    name: str
+    is_bot: bool = False
+
+
+@dataclass(kw_only=True)
+class Channel:
+    """A channel, or a person's direct-message channel with the bot (`is_im`)."""
+
+    id: str
+    name: str
+    is_im: bool = False
+    im_user: str | None = None
+
+
+class Workspace(ChangeFeed):
+    """One Slack workspace with the bot's app installed: what it holds and the queries over it.
+
+    Whoever changes it publishes the change on the feed it extends.
+    """
+
+    def __init__(
+        self,
+        *,
+        team_id: str,
+        api_app_id: str,
+        bot_user_id: str,
+        bot_id: str,
+        bot_token: str,
+        app_token: str,
+        with_demo_people: bool,
+    ) -> None:
+        super().__init__()
+        self.team_id = team_id
+        self.api_app_id = api_app_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.bot_token = bot_token
+        self.app_token = app_token
+
+        self.users: dict[str, User] = {}
+        self.usergroups: dict[str, list[str]] = {}
+        self.channels: dict[str, Channel] = {}
+        self.messages: list[Message] = []
+        self.ephemerals: list[Ephemeral] = []
+        self.views: dict[str, OpenedView] = {}
+        self.statuses: list[dict[str, str]] = []
+        self.calls: list[ApiCall] = []
+        self.triggers: dict[str, str] = {}
+        """trigger_id -> the user whose action issued it (`views.open` redeems it)."""
+        self.selections: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+        """(channel, message ts, user) -> block_id -> action_id -> element state."""
+
+        self._clock = itertools.count(1)
+        self._base_ts = int(time.time())
+        self._ids = itertools.count(1)
+
+        self.add_user(bot_user_id, "handback", is_bot=True)
+        if with_demo_people:
+            self.add_user("U0ALICE", "alice")
+            self.add_user("U0BOB", "bob")
+            self.add_user("U0CAROL", "carol")
+            self.add_user("U0DAVE", "dave")
+            self.add_usergroup("S0OPS", ["U0BOB", "U0CAROL"])
+            self.add_channel("C0GENERAL", "general")
+            self.add_channel("C0DEPLOYS", "deploys")
+
+    def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:
+        self.users[user_id] = User(id=user_id, name=name, is_bot=is_bot)
+
+    def add_usergroup(self, group_id: str, members: Iterable[str]) -> None:
+        self.usergroups[group_id] = list(members)
+
+    def add_channel(self, channel_id: str, name: str) -> None:
+        self.channels[channel_id] = Channel(id=channel_id, name=name)
+
+    def dm_channel(self, user: str) -> str:
+        """The direct-message channel between `user` and the bot (created on first use)."""
+        for channel in self.channels.values():
+            if channel.is_im and channel.im_user == user:
+                return channel.id
+        channel_id = f"D0{user.removeprefix('U')}"
+        self.channels[channel_id] = Channel(id=channel_id, name=user, is_im=True, im_user=user)
+        return channel_id
+
+    def new_ts(self) -> str:
+        """A message timestamp later than every one before it."""
+        return f"{self._base_ts}.{next(self._clock):06d}"
+
+    def new_trigger_id(self) -> str:
+        return f"{next(self._ids)}.{uuid.uuid4().hex[:12]}"
+
+    def new_event_id(self) -> str:
+        return f"Ev{next(self._ids):08d}{uuid.uuid4().hex[:6]}"
+
+    def message(self, channel: str, ts: str) -> Message | None:
+        for message in self.messages:
+            if message.channel == channel and message.ts == ts:
+                return message
+        return None
+
+    def find_message(self, ts: str) -> Message | None:
+        for message in self.messages:
+            if message.ts == ts:
+                return message
+        return None
+
+    def thread(self, channel: str, thread_ts: str) -> list[Message]:
+        """The thread's parent and replies, oldest first."""
+        return [
+            m
+            for m in self.messages
+            if m.channel == channel and (m.ts == thread_ts or m.thread_ts == thread_ts)
+        ]
+
+    def bot_messages(
+        self, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[Message]:
+        return [
+            m
+            for m in self.messages
+            if m.bot_id == self.bot_id
+            and (channel is None or m.channel == channel)
+            and (thread_ts is None or m.thread_ts == thread_ts)
+        ]
+
+    def ephemerals_for(self, user: str) -> list[Ephemeral]:
+        return [e for e in self.ephemerals if e.user == user]
+
+    def open_view(self, user: str, view_id: str) -> OpenedView:
+        """The modal `view_id`, still open and opened for `user` (who is about to act on it)."""
+        opened = self.views.get(view_id)
+        if opened is None or opened.closed:
+            raise KeyError(f"no open view {view_id!r}")
+        if opened.user != user:
+            raise ValueError(f"view {view_id!r} was opened for {opened.user!r}, not {user!r}")
+        return opened
+
+    def calls_to(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method and c.status == 200]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole workspace as JSON, for the playground page's first paint."""
+        return {
+            "bot_user_id": self.bot_user_id,
+            "users": [asdict(u) for u in self.users.values()],
+            "usergroups": self.usergroups,
+            "channels": [asdict(c) for c in self.channels.values()],
+            "messages": [{"channel": m.channel, **m.to_api()} for m in self.messages],
+            "ephemerals": [asdict(e) for e in self.ephemerals],
+            "views": [asdict(v) for v in self.views.values() if not v.closed],
+            "seq": self.last_seq,
+        }
