@@ -231,7 +231,7 @@ class PageServer:
                 if not v.closed and v.user == user
             ],
             "statuses": slack.latest_statuses(),
-            "seq": slack.changes[-1].seq if slack.changes else 0,
+            "seq": slack.last_seq,
         }
 
     async def _state(self, request: web.Request) -> web.Response:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-import redis
 import redis.asyncio as aioredis
 
 from state import InteractionRecord, RedisStore, RunRecord, SQLiteStore, Store
@@ -63,17 +60,3 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
         conn.execute(f"UPDATE {table} SET rec = ? WHERE {column} = ?", (raw, ident))
     conn.close()
     return f"{table}/{ident}"
-
-
-@pytest.fixture
-def own_redis_url(redis_store_url: str) -> Iterator[str]:
-    """`redis_store_url` for tests that open stores themselves; their keys go afterwards."""
-    yield redis_store_url
-    prefix = redis_store_url.split("prefix=", 1)[1]
-    client = redis.Redis.from_url(redis_store_url.split("?", 1)[0])
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()

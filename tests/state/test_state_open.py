@@ -62,13 +62,13 @@ async def test_an_unreachable_redis_fails_at_open_without_its_password() -> None
     assert "hunter2" not in str(caught.value)
 
 
-async def test_redis_url_opens_a_redis_store_under_its_prefix(own_redis_url: str) -> None:
-    async with open_store(own_redis_url) as store:
+async def test_redis_url_opens_a_redis_store_under_its_prefix(redis_store_url: str) -> None:
+    async with open_store(redis_store_url) as store:
         assert isinstance(store, RedisStore)
-        assert store.prefix == own_redis_url.split("prefix=", 1)[1]
+        assert store.prefix == redis_store_url.split("prefix=", 1)[1]
         await store.save_run(make_run())
         assert await store.load_run("run-1") == make_run()
-    async with open_store(own_redis_url + "x") as elsewhere:
+    async with open_store(redis_store_url + "x") as elsewhere:
         assert await elsewhere.load_run("run-1") is None
 
 
@@ -118,11 +118,11 @@ async def test_no_url_and_no_environment_uses_handback_db_here(
     assert os.listdir(tmp_path) and (tmp_path / "handback.db").is_file()
 
 
-async def test_stores_are_context_managers_themselves(tmp_path: Path, own_redis_url: str) -> None:
+async def test_stores_are_context_managers_themselves(tmp_path: Path, redis_store_url: str) -> None:
     async with SQLiteStore(tmp_path / "direct.db") as sqlite_store:
         await sqlite_store.save_run(make_run())
         assert await sqlite_store.load_run("run-1") == make_run()
-    async with RedisStore.from_url(own_redis_url) as redis_store:
+    async with RedisStore.from_url(redis_store_url) as redis_store:
         await redis_store.save_run(make_run())
         assert await redis_store.load_run("run-1") == make_run()
 

@@ -65,7 +65,7 @@ async def _race(url: str) -> list[dict[str, object]]:
 async def test_processes_racing_for_one_run_have_one_winner(
     kind: str, sqlite_store_url: str, request: pytest.FixtureRequest
 ) -> None:
-    url = sqlite_store_url if kind == "sqlite" else str(request.getfixturevalue("own_redis_url"))
+    url = sqlite_store_url if kind == "sqlite" else str(request.getfixturevalue("redis_store_url"))
     async with open_store(url) as store:
         await store.save_run(make_run())
         results = await _race(url)

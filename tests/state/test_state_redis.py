@@ -34,8 +34,8 @@ class CountingConnection(Connection):
 
 
 @pytest.fixture
-async def counted(own_redis_url: str) -> AsyncIterator[RedisStore]:
-    base, prefix = own_redis_url.split("?prefix=", 1)
+async def counted(redis_store_url: str) -> AsyncIterator[RedisStore]:
+    base, prefix = redis_store_url.split("?prefix=", 1)
     pool = aioredis.ConnectionPool.from_url(base, connection_class=CountingConnection)
     client = aioredis.Redis(connection_pool=pool)
     async with RedisStore(client, prefix=prefix) as store:
@@ -90,8 +90,8 @@ async def test_the_counter_sees_more_than_one_round_trip(counted: RedisStore) ->
 
 
 @pytest.fixture
-async def raw(own_redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(own_redis_url.split("?", 1)[0])
+async def raw(redis_store_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_store_url.split("?", 1)[0])
     yield client
     await client.aclose()
 
