@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-import uuid
-from pathlib import Path
 from typing import Any
+
+from _stores import REDIS_URL, percentiles, store_urls
 
 from bot import Agent
 from bot.testing import FunctionModel
@@ -54,11 +53,9 @@ async def bench(url: str, cycles: int) -> list[float]:
 
 
 def report(name: str, timings: list[float]) -> None:
-    timings.sort()
-    p50 = statistics.median(timings)
-    p95 = timings[int(len(timings) * 0.95)]
+    p50, p95 = percentiles(timings)
     print(
-        f"{name:<22} cycles={len(timings):<6} mean={statistics.fmean(timings):.3f} ms  "
+        f"{name:<8} cycles={len(timings):<6} mean={statistics.fmean(timings):.3f} ms  "
         f"p50={p50:.3f} ms  p95={p95:.3f} ms"
     )
 
@@ -68,21 +65,11 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--cycles", type=int, default=2000)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis", default=REDIS_URL)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        report(
-            "sqlite (file, WAL)", await bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args.cycles)
-        )
-    prefix = f"hbbench-{uuid.uuid4().hex[:8]}:"
-    report("redis (loopback)", await bench(f"{args.redis}?prefix={prefix}", args.cycles))
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(args.redis)
-    keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+    async with store_urls(args.redis) as urls:
+        for label, url in urls:
+            report(label, await bench(url, args.cycles))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import tempfile
 import time
-import uuid
-from pathlib import Path
 from typing import Any
+
+from _stores import REDIS_URL, percentiles, store_urls
 
 from blocks import ACTION_APPROVE
 from bot import Agent, Tool
@@ -88,9 +86,7 @@ async def one_round(slack: LocalSlack) -> tuple[float, float, float]:
 
 def report(name: str, timings: dict[str, list[float]]) -> None:
     for what, values in timings.items():
-        values.sort()
-        p50 = statistics.median(values)
-        p95 = values[int(len(values) * 0.95)]
+        p50, p95 = percentiles(values)
         print(f"{name:<8} {what:<16} p50={p50:6.2f} ms  p95={p95:6.2f} ms  (n={len(values)})")
 
 
@@ -99,21 +95,11 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis", default=REDIS_URL)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        report("sqlite", await bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args.rounds))
-    prefix = f"hbbench-{uuid.uuid4().hex[:8]}:"
-    try:
-        report("redis", await bench(f"{args.redis}?prefix={prefix}", args.rounds))
-    finally:
-        import redis.asyncio as aioredis
-
-        client = aioredis.Redis.from_url(args.redis)
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    async with store_urls(args.redis) as urls:
+        for label, url in urls:
+            report(label, await bench(url, args.rounds))
 
 
 if __name__ == "__main__":

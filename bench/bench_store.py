@@ -9,15 +9,11 @@ are deleted afterwards; SQLite is a file in a temporary directory.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
-import redis.asyncio as aioredis
+from _stores import store_urls
 
 from state import (
     InteractionRecord,
@@ -27,8 +23,6 @@ from state import (
     Store,
     open_store,
 )
-
-REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 
 def run_record(run_id: str, turns: int = 10) -> RunRecord:
@@ -112,25 +106,11 @@ async def bench(label: str, url: str, n: int) -> None:
     print(f"{label:7s} " + "  ".join(f"{name} {us:7.1f} µs" for name, us in figures.items()))
 
 
-async def drop_prefix(prefix: str) -> None:
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-        for start in range(0, len(keys), 500):
-            await client.delete(*keys[start : start + 500])
-    finally:
-        await client.aclose()
-
-
 async def main(n: int) -> None:
     print(f"{n} calls each; a run is ~4 KB of JSON")
-    with tempfile.TemporaryDirectory() as tmp:
-        await bench("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", n)
-    prefix = f"hbbench-{uuid.uuid4().hex[:8]}:"
-    try:
-        await bench("redis", f"{REDIS_URL}?prefix={prefix}", n)
-    finally:
-        await drop_prefix(prefix)
+    async with store_urls() as urls:
+        for label, url in urls:
+            await bench(label, url, n)
 
 
 if __name__ == "__main__":

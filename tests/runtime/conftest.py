@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bot import Agent
+from bot.events import InteractionEvent, OutputEvent
+from bot.testing import FunctionModel
+from state import Store
+
 
 def last_tool_results(messages: list[dict[str, Any]]) -> list[str]:
     """The tool results after the last assistant message."""
@@ -28,3 +33,16 @@ def script(
         return answer(results) if answer else "done: " + " | ".join(results)
 
     return fn
+
+
+async def events_of(run: Any) -> tuple[list[InteractionEvent], OutputEvent, list[Any]]:
+    """Every event of a run: its interactions, its one output (the last event), and all."""
+    events = [event async for event in run]
+    pending = [e for e in events if isinstance(e, InteractionEvent)]
+    outputs = [e for e in events if isinstance(e, OutputEvent)]
+    assert len(outputs) == 1 and events[-1] is outputs[0]
+    return pending, outputs[0], events
+
+
+def make_agent(store: Store, fn: Any, tools: list[Any], **kw: Any) -> Agent:
+    return Agent(name="assistant", model=FunctionModel(fn), tools=tools, store=store, **kw)

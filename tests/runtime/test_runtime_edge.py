@@ -32,19 +32,7 @@ from bot.testing import FunctionModel, OpenAICompatServer
 from bot.tools import ask_user, confirm
 from state import Store, open_store
 
-from .conftest import last_tool_results, script
-
-
-async def events_of(run: Any) -> tuple[list[InteractionEvent], OutputEvent, list[Any]]:
-    events = [event async for event in run]
-    pending = [e for e in events if isinstance(e, InteractionEvent)]
-    outputs = [e for e in events if isinstance(e, OutputEvent)]
-    assert len(outputs) == 1 and events[-1] is outputs[0]
-    return pending, outputs[0], events
-
-
-def make_agent(store: Store, fn: Any, tools: list[Any], **kw: Any) -> Agent:
-    return Agent(name="assistant", model=FunctionModel(fn), tools=tools, store=store, **kw)
+from .conftest import events_of, last_tool_results, make_agent, script
 
 
 def assert_every_call_answered(messages: list[dict[str, Any]]) -> None:

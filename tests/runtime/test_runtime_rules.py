@@ -19,24 +19,12 @@ from bot import (
     UsageError,
     suspend,
 )
-from bot.events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, event_adapter
+from bot.events import DeltaEvent, OutputEvent, StartEvent, event_adapter
 from bot.testing import FunctionModel
 from bot.tools import ask_user, ask_user_multi, confirm
 from state import Store
 
-from .conftest import script
-
-
-async def events_of(run: Any) -> tuple[list[InteractionEvent], OutputEvent, list[Any]]:
-    events = [event async for event in run]
-    pending = [e for e in events if isinstance(e, InteractionEvent)]
-    outputs = [e for e in events if isinstance(e, OutputEvent)]
-    assert len(outputs) == 1 and events[-1] is outputs[0]
-    return pending, outputs[0], events
-
-
-def make_agent(store: Store, fn: Any, tools: list[Any], **kw: Any) -> Agent:
-    return Agent(name="assistant", model=FunctionModel(fn), tools=tools, store=store, **kw)
+from .conftest import events_of, make_agent, script
 
 
 async def test_ask_pause_resume_cycle(store: Store) -> None:
