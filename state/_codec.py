@@ -6,6 +6,7 @@ with a long transcript costs microseconds, not milliseconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -17,6 +18,8 @@ from ._records import AuditEntry, InteractionRecord, RunRecord
 
 __all__ = [
     "INTERACTION_OVERLAY",
+    "check_interaction_times",
+    "check_now",
     "decode_audit",
     "decode_interaction",
     "decode_run",
@@ -68,6 +71,23 @@ def decode_run(data: Raw, *, key: str, run_id: str, resumed_by: Raw | None) -> R
     if resumed_by is not None:
         run.resumed_by = text(resumed_by)
     return run
+
+
+def check_interaction_times(record: InteractionRecord) -> None:
+    """Refuse a record whose times JSON cannot hold: pydantic would write NaN or infinity as
+    `null`, which reads back as a corrupt record, and neither expires nor sorts sensibly."""
+    for name in ("created_at", "expires_at", "answered_at"):
+        value = getattr(record, name)
+        if value is not None and not math.isfinite(value):
+            raise ValueError(
+                f"interaction `{record.interaction_id}` has a non-finite `{name}`: {value!r}"
+            )
+
+
+def check_now(now: float) -> None:
+    """`now` compares with stored times; NaN compares with none (infinity is a valid bound)."""
+    if math.isnan(now):
+        raise ValueError(f"`now` must be a number of seconds, got {now!r}")
 
 
 def encode_interaction(record: InteractionRecord) -> bytes:

@@ -4,7 +4,8 @@ normal result). The root lives here because `state` is the package every other o
 
 ```
 HandbackError                       root of every error handback raises on purpose
-└── StoreError                      root of every store failure
+└── StoreError                      root of every store failure; raised itself when Redis or
+    │                               the SQLite file fails (unreachable, locked, not a database)
     ├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
     ├── StoreClosedError            a store used after `aclose()` (developer mistake)
     └── CorruptRecordError          a stored value that does not read back as its record
@@ -28,7 +29,8 @@ class HandbackError(Exception):
 
 
 class StoreError(HandbackError):
-    """Root of the errors raised by `state`."""
+    """Root of the errors raised by `state`; raised as is when the backend fails, with the
+    redis-py or sqlite3 error as its `__cause__`."""
 
 
 class StoreURLError(StoreError, ValueError):

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_PREFIX",
     "DELIVERY_TTL",
     "INTERACTION_GRACE",
+    "LONGEST_WAIT",
     "PRUNE_EVERY",
     "RUN_TTL",
     "SETTLED_TTL",
@@ -37,6 +38,11 @@ INTERACTION_GRACE = 7 * DAY
 """An interaction outlives its `expires_at` by a week, so a late click still reads "expired"
 (not "unknown") and the expiry sweep has ample time to close it and cancel the run."""
 
+LONGEST_WAIT = 3650 * DAY
+"""An interaction that expires later than this (a configured TTL of `1e20`, in effect never) is
+kept as if it expired then: Redis refuses a TTL of more than about 292 million years, and a
+card nobody answers for ten years waits for no one."""
+
 SETTLED_TTL = RUN_TTL
 """Runs listed as settled cannot outlive their own records, so the index lives no longer."""
 
@@ -51,8 +57,9 @@ PRUNE_EVERY = 3600
 
 
 def interaction_ttl(expires_at: float, now: float) -> int:
-    """Seconds to keep an interaction: until it expires, plus the grace period."""
-    return max(int(expires_at - now), 0) + INTERACTION_GRACE
+    """Seconds to keep an interaction: until it expires (`LONGEST_WAIT` at most), plus the grace
+    period."""
+    return int(min(max(expires_at - now, 0.0), LONGEST_WAIT)) + INTERACTION_GRACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +109,13 @@ class RedisKeys:
         return f"{self.prefix}settled"
 
     def thread(self, channel: str, thread_ts: str) -> str:
-        """String: the id of the thread's last run."""
-        return f"{self.prefix}thread:{channel}:{thread_ts}"
+        """String: the id of the thread's last run.
+
+        `%` and `:` in the channel are escaped, so (`a:b`, `c`) and (`a`, `b:c`) stay two keys;
+        Slack's channel ids have neither, so their keys read as written.
+        """
+        escaped = channel.replace("%", "%25").replace(":", "%3A")
+        return f"{self.prefix}thread:{escaped}:{thread_ts}"
 
     def delivery(self, event_id: str) -> str:
         """String set with NX: its existence means the event was already handled."""

@@ -9,15 +9,17 @@ them atomically without decoding and re-encoding the JSON in Lua (cjson would tu
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 
 from ._codec import (
     INTERACTION_OVERLAY,
+    check_interaction_times,
+    check_now,
     decode_audit,
     decode_interaction,
     decode_run,
@@ -49,6 +51,8 @@ from ._records import (
 from ._url import mask_url, store_kind
 
 __all__ = ["RedisStore"]
+
+_T = TypeVar("_T")
 
 _IX_FIELDS = ("rec", *INTERACTION_OVERLAY)
 _READ_IX = (
@@ -312,19 +316,33 @@ class RedisStore:
             raise StoreClosedError(f"{self!r} is closed")
         return self._client
 
+    async def _send(self, call: Awaitable[_T]) -> _T:
+        """Await one round trip; a server that went away (or refused) is a `StoreError`.
+
+        redis-py has already retried the connection by then, and a script the server forgot
+        (NOSCRIPT, after a restart or `SCRIPT FLUSH`) was loaded again. A write whose reply was
+        lost may still have happened: a claim that fails this way counts as neither won nor lost.
+        """
+        try:
+            return await call
+        except aioredis.RedisError as exc:
+            raise StoreError(f"Redis at `{self._name}` failed: {exc}") from exc
+
     # Runs
 
     async def save_run(self, run: RunRecord) -> None:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final)."""
-        await self._save_run(
-            keys=[self._keys.run(run.run_id)],
-            args=[encode_run(run), run.status, run.resumed_by or "", RUN_TTL],
-            client=self._live(),
+        await self._send(
+            self._save_run(
+                keys=[self._keys.run(run.run_id)],
+                args=[encode_run(run), run.status, run.resumed_by or "", RUN_TTL],
+                client=self._live(),
+            )
         )
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         key = self._keys.run(run_id)
-        rec, resumed_by = await self._live().hmget(key, ["rec", "resumed_by"])
+        rec, resumed_by = await self._send(self._live().hmget(key, ["rec", "resumed_by"]))
         if rec is None:
             return None
         return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
@@ -333,8 +351,10 @@ class RedisStore:
         if not child_id:
             raise ValueError("`child_id` must be a non-empty run id")
         key = self._keys.run(run_id)
-        reply = await self._claim_run(
-            keys=[key, self._keys.settled], args=[child_id, run_id], client=self._live()
+        reply = await self._send(
+            self._claim_run(
+                keys=[key, self._keys.settled], args=[child_id, run_id], client=self._live()
+            )
         )
         if len(reply) == 1:
             return RunClaim(won=False, run=None)
@@ -363,6 +383,7 @@ class RedisStore:
         keys = [self._keys.due]
         args: list[str | bytes | int] = []
         for record in records:
+            check_interaction_times(record)
             keys += [
                 self._keys.interaction(record.interaction_id),
                 self._keys.run_interactions(record.run_id),
@@ -377,29 +398,34 @@ class RedisStore:
                 max(ttl, RUN_TTL),
                 record.run_id,
             ]
-        await self._add(keys=keys, args=args, client=self._live())
+        await self._send(self._add(keys=keys, args=args, client=self._live()))
 
     async def get_interaction(self, interaction_id: str) -> InteractionRecord | None:
-        values = await self._live().hmget(self._keys.interaction(interaction_id), _IX_FIELDS)
+        key = self._keys.interaction(interaction_id)
+        values = await self._send(self._live().hmget(key, _IX_FIELDS))
         if values[0] is None:
             return None
         return self._decode_ix(interaction_id, values)
 
     async def run_interactions(self, run_id: str) -> list[InteractionRecord]:
         """The run's interactions in the order added; ids since re-added by a later run are not."""
-        reply = await self._run_ix(
-            keys=[self._keys.run_interactions(run_id)],
-            args=[self._keys.interaction_prefix],
-            client=self._live(),
+        reply = await self._send(
+            self._run_ix(
+                keys=[self._keys.run_interactions(run_id)],
+                args=[self._keys.interaction_prefix],
+                client=self._live(),
+            )
         )
         return [record for record in self._decode_many(reply) if record.run_id == run_id]
 
     async def set_message(self, interaction_id: str, *, channel: str, message_ts: str) -> None:
         """Record where the card was posted; nothing happens when the interaction is gone."""
-        await self._set_message(
-            keys=[self._keys.interaction(interaction_id)],
-            args=[channel, message_ts],
-            client=self._live(),
+        await self._send(
+            self._set_message(
+                keys=[self._keys.interaction(interaction_id)],
+                args=[channel, message_ts],
+                client=self._live(),
+            )
         )
 
     async def answer_interaction(
@@ -411,17 +437,20 @@ class RedisStore:
         the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
         and the expiry sweep remains the one place that closes it and cancels its run.
         """
-        reply = await self._answer(
-            keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-            args=[
-                interaction_id,
-                encode_answer(answer),
-                answered_by,
-                repr(float(now)),
-                self._keys.run_prefix,
-                SETTLED_TTL,
-            ],
-            client=self._live(),
+        check_now(now)
+        reply = await self._send(
+            self._answer(
+                keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
+                args=[
+                    interaction_id,
+                    encode_answer(answer),
+                    answered_by,
+                    repr(float(now)),
+                    self._keys.run_prefix,
+                    SETTLED_TTL,
+                ],
+                client=self._live(),
+            )
         )
         return self._interaction_claim(interaction_id, reply)
 
@@ -431,10 +460,13 @@ class RedisStore:
         """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
         if status not in _CLOSING:
             raise ValueError(f"cannot close an interaction as {status!r}")
-        reply = await self._close(
-            keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-            args=[interaction_id, status, repr(float(now)), self._keys.run_prefix, SETTLED_TTL],
-            client=self._live(),
+        check_now(now)
+        reply = await self._send(
+            self._close(
+                keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
+                args=[interaction_id, status, repr(float(now)), self._keys.run_prefix, SETTLED_TTL],
+                client=self._live(),
+            )
         )
         return self._interaction_claim(interaction_id, reply)
 
@@ -445,12 +477,15 @@ class RedisStore:
         return InteractionClaim(won=bool(reply[0]), record=record)
 
     async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
+        check_now(now)
         if limit <= 0:
             return []
-        reply = await self._due(
-            keys=[self._keys.due],
-            args=[repr(float(now)), limit, self._keys.interaction_prefix],
-            client=self._live(),
+        reply = await self._send(
+            self._due(
+                keys=[self._keys.due],
+                args=[repr(float(now)), limit, self._keys.interaction_prefix],
+                client=self._live(),
+            )
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
 
@@ -458,32 +493,35 @@ class RedisStore:
         """Read from the `settled` index (one script); stale members are dropped on the way."""
         if limit <= 0:
             return []
-        reply = await self._settled(
-            keys=[self._keys.settled],
-            args=[
-                after or "",
-                limit,
-                self._keys.run_prefix,
-                self._keys.run_interactions_prefix,
-                self._keys.interaction_prefix,
-            ],
-            client=self._live(),
+        reply = await self._send(
+            self._settled(
+                keys=[self._keys.settled],
+                args=[
+                    after or "",
+                    limit,
+                    self._keys.run_prefix,
+                    self._keys.run_interactions_prefix,
+                    self._keys.interaction_prefix,
+                ],
+                client=self._live(),
+            )
         )
         return [text(run_id) for run_id in reply]
 
     # Conversations
 
     async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None:
-        await self._live().set(self._keys.thread(channel, thread_ts), run_id, ex=THREAD_TTL)
+        key = self._keys.thread(channel, thread_ts)
+        await self._send(self._live().set(key, run_id, ex=THREAD_TTL))
 
     async def get_thread_run(self, channel: str, thread_ts: str) -> str | None:
-        value = await self._live().get(self._keys.thread(channel, thread_ts))
+        value = await self._send(self._live().get(self._keys.thread(channel, thread_ts)))
         return None if value is None else text(value)
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time within `DELIVERY_TTL`; SET NX makes concurrent repeats False."""
         key = self._keys.delivery(event_id)
-        return bool(await self._live().set(key, b"1", nx=True, ex=DELIVERY_TTL))
+        return bool(await self._send(self._live().set(key, b"1", nx=True, ex=DELIVERY_TTL)))
 
     # Audit
 
@@ -491,11 +529,11 @@ class RedisStore:
         async with self._live().pipeline(transaction=True) as pipe:
             pipe.lpush(self._keys.audit, encode_audit(entry))
             pipe.ltrim(self._keys.audit, 0, AUDIT_CAP - 1)
-            await pipe.execute()
+            await self._send(pipe.execute())
 
     async def recent_audit(self, *, limit: int = 100) -> list[AuditEntry]:
         if limit <= 0:
             return []
         key = self._keys.audit
-        values = await self._live().lrange(key, 0, limit - 1)
+        values = await self._send(self._live().lrange(key, 0, limit - 1))
         return [decode_audit(value, key=f"{key}[{index}]") for index, value in enumerate(values)]

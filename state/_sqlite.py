@@ -20,6 +20,8 @@ from typing import Any, Self, TypeVar
 
 from ._codec import (
     INTERACTION_OVERLAY,
+    check_interaction_times,
+    check_now,
     decode_audit,
     decode_interaction,
     decode_run,
@@ -206,14 +208,20 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 
 
 def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
-    """Run `work` holding the write lock from the start, so concurrent processes queue."""
+    """Run `work` holding the write lock from the start, so concurrent processes queue.
+
+    Whatever fails, the connection leaves the transaction: a failed COMMIT keeps it open, and a
+    connection stuck inside one would refuse every later `BEGIN`. SQLite itself rolls back after
+    some errors (a full disk, an I/O error), when a second ROLLBACK would hide the real error.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = work()
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
     return result
 
 
@@ -239,6 +247,10 @@ class SQLiteStore:
             raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
         try:
             self._setup()
+        except sqlite3.Error as exc:
+            # Found on the first read: a file that is not SQLite, a read-only one, a full disk.
+            self._conn.close()
+            raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
         except BaseException:
             self._conn.close()
             raise
@@ -301,8 +313,18 @@ class SQLiteStore:
         return self._conn
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `work` on the worker thread; an SQLite failure (a lock held past the busy
+        timeout, a full disk) is a `StoreError`.
+
+        A caller cancelled while `work` waits its turn cancels it; once it runs it completes
+        (commits or rolls back) on the worker, so the connection is never left mid-transaction.
+        """
         conn = self._live()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, partial(work, conn))
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, partial(work, conn))
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite database {self._path!r} failed: {exc}") from exc
 
     # Runs
 
@@ -369,6 +391,7 @@ class SQLiteStore:
         now = time.time()
         rows = []
         for record in records:
+            check_interaction_times(record)
             keep_until = now + interaction_ttl(record.expires_at, now)
             rows.append(
                 (
@@ -418,6 +441,7 @@ class SQLiteStore:
         the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
         and the expiry sweep remains the one place that closes it and cancels its run.
         """
+        check_now(now)
         params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
         return await self._claim_interaction(interaction_id, _ANSWER, params)
 
@@ -427,6 +451,7 @@ class SQLiteStore:
         """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
         if status not in _CLOSING:
             raise ValueError(f"cannot close an interaction as {status!r}")
+        check_now(now)
         return await self._claim_interaction(interaction_id, _CLOSE, (status, now, interaction_id))
 
     async def _claim_interaction(
@@ -443,6 +468,7 @@ class SQLiteStore:
 
     async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
         """Oldest first; this periodic call also prunes expired rows, at most once an hour."""
+        check_now(now)
         if limit <= 0:
             return []
         prune = time.time() - self._last_prune >= PRUNE_EVERY
