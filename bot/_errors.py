@@ -2,7 +2,7 @@
 
     HandbackError                 root of everything handback raises on purpose (defined in
     │                             `state`, the package every other one depends on)
-    ├── StoreError                state: a store URL, a closed store, a corrupt record
+    ├── StoreError                state: bad URL, closed store, corrupt record, backend failure
     ├── InvalidAnswer (ValueError) blocks: a Slack answer that is malformed, tampered or invalid
     ├── ConfigError               bot.slack: a missing or malformed setting
     ├── UsageError (TypeError)    the calling code is wrong: bad arguments, bad tool definitions
