@@ -166,6 +166,8 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
             _, present, value = readings[0]
             if present:
                 values[key] = value
+            elif first.required and first.nullable:
+                values[key] = None
             elif first.required:
                 errors[first.block_id] = "Required"
             continue

@@ -74,14 +74,35 @@ class Field:
     """The indexes into `choices.values` this select offers (a chunk of at most 100)."""
     typed: bool = False
     """A text input for options past the last select chunk, matched against stored options."""
+    nullable: bool = False
+    """The schema also allows null, which is what a required field left empty then means."""
 
     @property
     def optional_in_slack(self) -> bool:
         """Whether Slack may submit it empty: a choice split over several inputs is checked
         as a whole when read back, not by Slack per input."""
-        if self.control == "boolean" or not self.required:
+        if self.control == "boolean" or not self.required or self.nullable:
             return True
         return self.choices is not None and len(self.span) < len(self.choices.values)
+
+
+def _non_null(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`(schema of the value, nullable)`. `type: [X, "null"]`, and an `anyOf`/`oneOf` of X and
+    `{"type": "null"}` (what pydantic writes for `X | None`), get X's input, not a JSON box."""
+    kind = schema.get("type")
+    if isinstance(kind, list) and "null" in kind:
+        rest = [name for name in kind if name != "null"]
+        if len(rest) == 1:
+            return {**schema, "type": rest[0]}, True
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if not isinstance(branches, list) or len(branches) != 2:
+            continue
+        rest = [branch for branch in branches if branch != {"type": "null"}]
+        if len(rest) == 1 and isinstance(rest[0], dict):
+            outer = {name: value for name, value in schema.items() if name != key}
+            return {**rest[0], **outer}, True
+    return schema, False
 
 
 def _control(schema: dict[str, Any]) -> Control:
@@ -190,7 +211,8 @@ def _object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] |
     required = schema.get("required")
     required_names = set(required) if isinstance(required, list) else set()
     fields: list[Field] = []
-    for index, (name, sub) in enumerate(properties.items()):
+    for index, (name, declared) in enumerate(properties.items()):
+        sub, nullable = _non_null(declared)
         control = _control(sub)
         label = _property_label(str(name), sub)
         needed = name in required_names
@@ -213,6 +235,7 @@ def _object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] |
                 required=needed,
                 schema=sub,
                 key=name,
+                nullable=nullable,
             )
         )
     return fields if len(fields) <= _MAX_FIELDS else None
@@ -221,7 +244,7 @@ def _object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] |
 def form_fields(record: InteractionRecord) -> list[Field]:
     """The inputs that answer `record`, in display order."""
     iid = record.interaction_id
-    schema = record.response_schema or {}
+    schema, nullable = _non_null(record.response_schema or {})
     choices = choices_of(record)
     if choices is not None:
         return _choice_fields(iid, choices, key=None, label="Your answer", required=True, part="v")
@@ -241,6 +264,7 @@ def form_fields(record: InteractionRecord) -> list[Field]:
             required=control != "boolean",
             schema=schema,
             key=None,
+            nullable=nullable,
         )
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any, Final
 
 from state import InteractionRecord
@@ -12,7 +13,7 @@ from ._choices import CHECKBOX_MAX_OPTIONS, OPTION_LIMIT
 from ._form import Field, form_fields
 from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL
 from ._summary import SECTION_LIMIT, main_text, section
-from ._text import cut, cut_mrkdwn, plain, to_display
+from ._text import cut, cut_mrkdwn, inline_code, plain, to_display
 
 __all__ = ["render_modal"]
 
@@ -22,17 +23,23 @@ _HINT_LIMIT: Final = 2000
 _PLACEHOLDER_LIMIT: Final = 150
 _INPUT_MAX: Final = 3000
 _SHORT_TEXT: Final = 150
+_BOUND_DIGITS: Final = 30
+_DATE_TIME_HINT: Final = "Like 2024-05-01T09:30:00Z (a date, a time and a UTC offset)."
 
 
-def _numeric(value: Any, *, integer: bool) -> str | None:
-    """A schema bound as number_input wants it, or None when it cannot be one."""
+def _numeric(value: Any, *, integer: bool, upper: bool) -> str | None:
+    """A schema bound as number_input wants it: a plain decimal (no exponent), rounded inwards
+    for whole numbers; None when it cannot be one or is too long to be a useful bound."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if integer:
-        return str(math.ceil(value)) if isinstance(value, float) else str(value)
-    return to_display(value)
+        text = str(math.floor(value) if upper else math.ceil(value))
+    else:
+        # `repr` is the shortest exact form; Decimal spells its exponent out as digits.
+        text = format(Decimal(repr(value)), "f") if isinstance(value, float) else str(value)
+    return text if len(text) <= _BOUND_DIGITS else None
 
 
 def _text_input(field: Field) -> dict[str, Any]:
@@ -43,6 +50,9 @@ def _text_input(field: Field) -> dict[str, Any]:
         element["min_length"] = min_length
     if isinstance(max_length, int) and 0 < max_length <= _INPUT_MAX:
         element["max_length"] = max_length
+    if element.get("min_length", 0) > element.get("max_length", _INPUT_MAX):
+        # Nothing satisfies such a schema; Slack would refuse the whole view over it.
+        del element["min_length"]
     if field.control == "json" or not isinstance(max_length, int) or max_length > _SHORT_TEXT:
         element["multiline"] = True
     return element
@@ -55,11 +65,11 @@ def _bounded_number(field: Field) -> dict[str, Any]:
         "action_id": ACTION_INPUT,
         "is_decimal_allowed": not integer,
     }
-    low = _numeric(field.schema.get("minimum"), integer=integer)
-    high = _numeric(field.schema.get("maximum"), integer=integer)
+    low = _numeric(field.schema.get("minimum"), integer=integer, upper=False)
+    high = _numeric(field.schema.get("maximum"), integer=integer, upper=True)
     if low is not None:
         element["min_value"] = low
-    if high is not None and (low is None or float(high) >= float(low)):
+    if high is not None and (low is None or Decimal(high) >= Decimal(low)):
         element["max_value"] = high
     return element
 
@@ -110,6 +120,8 @@ def _hint(field: Field) -> str | None:
         return description
     if field.control == "json":
         return "Enter JSON."
+    if field.schema.get("format") == "date-time":
+        return _DATE_TIME_HINT
     if field.typed:
         return "Type the option exactly as written; one per line to pick several."
     return None
@@ -149,7 +161,7 @@ def _view(
 
 
 def _deny_modal(record: InteractionRecord) -> dict[str, Any]:
-    tool = cut_mrkdwn(to_display(record.payload.get("tool", "?")), 200)
+    tool = inline_code(to_display(record.payload.get("tool", "?")), 200)
     reason = {
         "type": "input",
         "block_id": deny_reason_block_id(record),
@@ -163,7 +175,7 @@ def _deny_modal(record: InteractionRecord) -> dict[str, Any]:
         },
         "hint": plain("The agent is told this reason and carries on without the tool.", 200),
     }
-    blocks = [section(f"Deny running `{tool}`?"), reason]
+    blocks = [section(f"Deny running {tool}?"), reason]
     return _view(
         record, callback_id=CALLBACK_DENY_MODAL, title="Deny request", submit="Deny", blocks=blocks
     )

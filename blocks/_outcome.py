@@ -49,7 +49,9 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
         icon = "✅" if verb == "Approved" else "❌"
         line = f"{icon} *{verb}* by {who}{when}"
         if reason is not None:
-            line += f"\n*Reason:* {cut_mrkdwn(reason, _REASON_LIMIT)}"
+            # One line: a typed line break could add a fake "Approved by" under the real status.
+            flat = " ".join(part.strip() for part in reason.splitlines() if part.strip())
+            line += f"\n*Reason:* {cut_mrkdwn(flat, _REASON_LIMIT)}"
         return line, f" — {verb.lower()} by {who}"
     if is_boolean(record) and isinstance(record.answer, bool):
         if record.kind == "confirm":

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from state import InteractionRecord
 
-from ._text import cut_mrkdwn, json_code_block, mention, plain, to_display
+from ._text import cut_mrkdwn, inline_code, json_code_block, mention, plain, to_display
 
 __all__ = [
     "HEADER_LIMIT",
@@ -67,9 +67,7 @@ def main_text(record: InteractionRecord) -> tuple[str | None, str | None]:
 
 def _approval_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
     tool = to_display(record.payload.get("tool", "?"))
-    lines = (
-        f"*Tool:* `{cut_mrkdwn(tool, _TOOL_LIMIT)}`\n*Requested by:* {mention(record.requester)}"
-    )
+    lines = f"*Tool:* {inline_code(tool, _TOOL_LIMIT)}\n*Requested by:* {mention(record.requester)}"
     arguments = record.payload.get("arguments")
     label = "*Arguments:*\n"
     if arguments in (None, {}, []):
@@ -119,7 +117,7 @@ def fallback(record: InteractionRecord, suffix: str = "") -> str:
     title = cut_mrkdwn(_title(record, pending=record.status == "pending"), HEADER_LIMIT)
     if record.kind == "approval":
         tool = to_display(record.payload.get("tool", "?"))
-        subject = f"`{cut_mrkdwn(tool, _TOOL_LIMIT)}`"
+        subject = inline_code(tool, _TOOL_LIMIT)
     else:
         subject = cut_mrkdwn(text or "", _FALLBACK_LIMIT)
     return (f"{title}: {subject}" if subject else title) + suffix

@@ -17,6 +17,7 @@ __all__ = [
     "cut_mrkdwn",
     "date_token",
     "escape",
+    "inline_code",
     "json_code_block",
     "mention",
     "plain",
@@ -29,6 +30,17 @@ _USER_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 # A cut must not leave half an entity such as "&am" behind.
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}\Z")
 _FENCE = "```"
+# Characters that reorder or hide text (bidi controls, zero-width spaces): in what a person is
+# asked to approve they could disguise a command ("Trojan Source"), so code shows them escaped.
+# U+200D (zero-width joiner) stays: emoji sequences need it and it cannot reorder anything.
+_HIDDEN = re.compile(
+    "[\u061c\u200b\u200c\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+_BACKTICK_LOOKALIKE = "\u02cb"
+
+
+def _show_hidden(text: str) -> str:
+    return _HIDDEN.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def slack_len(text: str) -> int:
@@ -86,8 +98,12 @@ def mention(user: str | None) -> str:
 
 def date_token(unix: float) -> str:
     """A date Slack shows in the reader's time zone, with a UTC fallback."""
-    seconds = int(unix)
-    fallback = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        seconds = int(unix)
+        fallback = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, ValueError, OSError):
+        # NaN, infinity or past year 9999: a card must still render.
+        return "an unknown date"
     return f"<!date^{seconds}^{{date_short_pretty}} at {{time}}|{fallback}>"
 
 
@@ -100,9 +116,18 @@ def to_display(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def inline_code(raw: str, limit: int) -> str:
+    """`raw` as one mrkdwn code span of at most `limit` characters: escaped, hidden characters
+    shown, and no backtick or line break that would end the span early."""
+    text = _show_hidden(" ".join(raw.splitlines())).replace("`", _BACKTICK_LOOKALIKE)
+    return f"`{cut_mrkdwn(text, limit - 2) or ' '}`"
+
+
 def json_code_block(value: Any, limit: int) -> str:
     """`value` as pretty JSON in a mrkdwn code block, escaped and cut to `limit` overall."""
     text = json.dumps(value, ensure_ascii=False, indent=2, default=str, sort_keys=False)
+    # Inside JSON strings `\uXXXX` is the same character, so this only changes how it looks.
+    text = _show_hidden(text)
     # A fence inside the value would close the block early; a zero-width space breaks it.
     text = text.replace(_FENCE, "`\u200b`\u200b`")
     body = cut_mrkdwn(text, limit - 2 * len(_FENCE) - 2)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import re
+from datetime import datetime
 from typing import Any
 
 import jsonschema
+from jsonschema import FormatChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
+from referencing.exceptions import Unresolvable
 
 from ._errors import InvalidAnswer
 from ._text import cut, to_display
@@ -14,6 +20,32 @@ from ._text import cut, to_display
 __all__ = ["describe", "schema_errors", "validate"]
 
 _MESSAGE_LIMIT = 150
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not _RFC3339.fullmatch(value):
+        return False
+    try:
+        datetime.fromisoformat(value.upper())
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def _format_checker(cls: type[Validator]) -> FormatChecker:
+    """The draft's format checker, plus `date-time`: jsonschema checks it only when the optional
+    `rfc3339-validator` is installed, and otherwise lets "tomorrow" through silently."""
+    checker = copy.deepcopy(cls.FORMAT_CHECKER)
+    if "date-time" not in checker.checkers:
+        checker.checks("date-time")(_is_date_time)
+    return checker
 
 
 def _validator(schema: dict[str, Any]) -> Validator:
@@ -22,7 +54,7 @@ def _validator(schema: dict[str, Any]) -> Validator:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise InvalidAnswer(f"This request has an invalid answer schema: {exc.message}") from exc
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=_format_checker(cls))
 
 
 def _number(value: Any) -> str:
@@ -90,7 +122,13 @@ def schema_errors(schema: dict[str, Any] | None, value: Any) -> list[ValidationE
     """Every violation of `schema` by `value`, most relevant first; none when `schema` is None."""
     if schema is None:
         return []
-    errors = list(_validator(schema).iter_errors(value))
+    try:
+        errors = list(_validator(schema).iter_errors(value))
+    except Unresolvable as exc:
+        # Remote references are never fetched, and a local one may point nowhere.
+        raise InvalidAnswer(
+            f"This request's answer schema has a `$ref` that cannot be found: {exc}"
+        ) from exc
     return sorted(errors, key=jsonschema.exceptions.relevance, reverse=True)
 
 

@@ -14,7 +14,11 @@ __all__ = ["print_audit", "print_pending"]
 
 
 def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        # The stores accept far-future expiries (years are fine); a table must still print.
+        return "an unknown date"
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:

@@ -109,10 +109,15 @@ def _since_last_user(messages: Sequence[dict[str, Any]]) -> tuple[str, list[_Ste
     for message in messages[last_user + 1 :]:
         if message.get("role") == "assistant":
             for call in message.get("tool_calls") or []:
-                function = call.get("function", {})
+                # The history is replayed from the store; read it as untrusted, like any input.
+                call = call if isinstance(call, dict) else {}
+                function = call.get("function")
+                function = function if isinstance(function, dict) else {}
                 try:
                     arguments = json.loads(function.get("arguments") or "{}")
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, TypeError):
+                    arguments = {}
+                if not isinstance(arguments, dict):
                     arguments = {}
                 step = _Step(name=str(function.get("name", "")), arguments=arguments, result=None)
                 steps.append(step)

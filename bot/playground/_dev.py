@@ -8,6 +8,8 @@ import signal
 import sys
 import webbrowser
 
+from state import StoreError
+
 from .._cli import DEFAULT_AGENT, AgentRefError, load_agent
 from ..slack import ConfigError
 from ._playground import Playground
@@ -29,7 +31,7 @@ def main(
     try:
         loaded = load_agent(ref)
         return asyncio.run(_serve(Playground(loaded, host=host, port=port), ref, open_browser))
-    except (AgentRefError, ConfigError) as error:
+    except (AgentRefError, ConfigError, StoreError) as error:
         return _fail(str(error))
     except OSError as error:
         # Almost always the port: in use, or not ours to bind.

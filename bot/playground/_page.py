@@ -85,10 +85,19 @@ class _PostAction(_Edge):
     action: _Action
 
 
+class _InputState(_Edge):
+    """One input element's state as the page sends it, in Slack's `state.values` shape."""
+
+    value: str | None = None
+    selected_date: str | None = None
+    selected_option: _Option | None = None
+    selected_options: list[_Option] | None = None
+
+
 class _SubmitView(_Edge):
     user: str
     view_id: str
-    values: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    values: dict[str, dict[str, _InputState]] = Field(default_factory=dict)
     """Slack's `state.values` shape: block_id -> action_id -> element state."""
 
 
@@ -203,7 +212,9 @@ class PageServer:
         slack = self.slack
         roles = {p.id: p.role for p in self.config.people}
         people_ids = [p.id for p in self.config.people if p.id in slack.users]
-        user = viewer if viewer in slack.users else (people_ids[0] if people_ids else None)
+        # Only a person can be acted as: the bot's own id would make every post a refusal.
+        person = viewer is not None and viewer in slack.users and not slack.users[viewer].is_bot
+        user = viewer if person else (people_ids[0] if people_ids else None)
         users = [
             {
                 "id": u.id,
@@ -362,18 +373,20 @@ async def _read(request: web.Request, model: type[_M]) -> _M:
         return model.model_validate(await request.json())
     except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise _BadRequest(f"bad request body: {error}") from None
+    except RecursionError:
+        raise _BadRequest("bad request body: nested too deeply") from None
 
 
-def _typed(states: dict[str, dict[str, Any]]) -> str | list[str] | None:
+def _typed(states: dict[str, _InputState]) -> str | list[str] | None:
     """One input's Slack element state as LocalSlack fills it: text, a date, option value(s)."""
     for state in states.values():
-        if state.get("selected_options") is not None:
-            return [_Option.model_validate(o).pick() for o in state["selected_options"]]
-        if state.get("selected_option") is not None:
-            return _Option.model_validate(state["selected_option"]).pick()
-        for key in ("value", "selected_date"):
-            if state.get(key) is not None:
-                return str(state[key])
+        if state.selected_options is not None:
+            return [option.pick() for option in state.selected_options]
+        if state.selected_option is not None:
+            return state.selected_option.pick()
+        for entered in (state.value, state.selected_date):
+            if entered is not None:
+                return entered
     return None
 
 

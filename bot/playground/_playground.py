@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
 
-from state import Store, open_store
+from state import Store, StoreError, open_store
 
 from .. import Agent
 from .._model import Model, OpenAIModel
@@ -114,7 +114,13 @@ class Playground:
         self.slack = await stack.enter_async_context(slack)
         store_url = self.store_url
         if store_url is None:
-            folder = tempfile.mkdtemp(prefix="handback-playground-")
+            try:
+                folder = tempfile.mkdtemp(prefix="handback-playground-")
+            except OSError as error:
+                # `handback dev` would otherwise blame the port for any OSError.
+                raise StoreError(
+                    f"cannot create a temporary folder for the playground's store: {error}"
+                ) from error
             stack.callback(shutil.rmtree, folder, True)
             store_url = f"sqlite:///{Path(folder) / 'playground.db'}"
         store: Store = await stack.enter_async_context(open_store(store_url))

@@ -58,7 +58,11 @@ class WebApi:
     async def handle(self, request: web.Request) -> web.Response:
         ws = self.workspace
         method = request.match_info["method"]
-        args = await _read_args(request)
+        try:
+            args = await _read_args(request)
+        except (ValueError, RecursionError):
+            # JSONDecodeError and UnicodeDecodeError are ValueErrors; Slack answers this way.
+            return web.json_response({"ok": False, "error": "invalid_json"})
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
         token = token or args.pop("token", None)

@@ -435,7 +435,9 @@
       case "actions":
         return wrap("b-actions", (block.elements || []).map((e) => element(e, ctx, blockId)));
       case "input": {
-        const control = element(block.element || {}, ctx, blockId);
+        // Slack sends an input's changes only when its block asks to (`dispatch_action`).
+        const inputCtx = block.dispatch_action ? ctx : { ...ctx, dispatch: () => {} };
+        const control = element(block.element || {}, inputCtx, blockId);
         const error = ctx.errors?.[blockId];
         const node = wrap(`input-block${error ? " invalid" : ""}`,
           h("label", { className: "input-label" }, plain(block.label),
@@ -609,7 +611,8 @@
       kind: "view",
       values: (viewValues[top.id] ||= {}),
       errors: viewErrors[top.id],
-      dispatch: (action) => api("/api/views/action", { user: me, view_id: top.id, action, values: ctx.values }).catch(() => {}),
+      // LocalSlack has no block_actions from modals; say so rather than fail a request.
+      dispatch: () => toast("The playground does not send actions from inside a modal."),
     };
     // novalidate: the bot checks submissions and answers with inline errors, as in Slack.
     const form = h("form", {
@@ -689,7 +692,7 @@
         again = false;
         const query = me ? `?user=${encodeURIComponent(me)}` : "";
         state = await api(`/api/state${query}`);
-        if (!me || !state.users.some((u) => u.id === me)) me = state.default_user;
+        if (!me || !state.users.some((u) => u.id === me && !u.is_bot)) me = state.default_user;
         if (!channel) channel = state.default_channel;
         render();
       } while (again);

@@ -107,3 +107,23 @@ def test_unreachable_redis_is_one_line(command: str) -> None:
     done = handback(command, "--store", "redis://127.0.0.1:1/0")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+async def test_far_future_expiry_still_prints(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        await store.add_interactions(
+            [
+                InteractionRecord(
+                    interaction_id="int_far",
+                    run_id="run_far",
+                    kind="ask_user",
+                    payload={},
+                    channel="C0OPS",
+                    created_at=time.time(),
+                    expires_at=1e20,
+                )
+            ]
+        )
+    done = handback("pending", "--store", store_url)
+    assert done.returncode == 0, done.stderr
+    assert "an unknown date" in done.stdout and "int_far" in done.stdout
