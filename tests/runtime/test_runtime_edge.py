@@ -972,3 +972,25 @@ async def test_cancel_reason_is_text(store: Store) -> None:
         resume={p.interaction_id: Cancel(404)},  # type: ignore[arg-type]
     ).collect()
     assert result.status.message == "404"
+
+
+async def test_schema_formats_are_enforced_server_side(store: Store) -> None:
+    """`format` is validated on resume (jsonschema with its format extras), not just advice."""
+
+    def ask_site() -> str:
+        return str(
+            suspend(
+                {"question": "Which URL?"},
+                kind="ask_user",
+                response_schema={"type": "string", "format": "uri"},
+            )
+        )
+
+    agent = make_agent(store, script({"name": "ask_site", "arguments": {}}), [ask_site])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    with pytest.raises(InvalidResumeValue, match="uri"):
+        await agent(parent_id=out.run_id, resume={p.interaction_id: "not a uri"}).collect()
+    result = await agent(
+        parent_id=out.run_id, resume={p.interaction_id: "https://example.com/x"}
+    ).collect()
+    assert result.output == "done: https://example.com/x"
