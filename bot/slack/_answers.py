@@ -31,6 +31,9 @@ log = logging.getLogger("handback.slack")
 
 Expire = Callable[[InteractionRecord], Awaitable[None]]
 
+_DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
+"""Controls whose only possible answer is a Deny."""
+
 
 class Refusal(Exception):
     """Why a person's answer was not taken; the message is shown to them as is."""
@@ -73,9 +76,10 @@ class Answers:
     # ---------------------------------------------------------------- checks
 
     async def _pending(
-        self, interaction_id: str, user: str, *, channel: str | None
+        self, interaction_id: str, user: str, *, channel: str | None, denying: bool = False
     ) -> InteractionRecord:
-        """The pending interaction this person may answer, or a `Refusal` saying why not."""
+        """The pending interaction this person may answer, or a `Refusal` saying why not;
+        `denying` when the answer can only be a Deny (the requester may withdraw a request)."""
         record = await self.store.get_interaction(interaction_id)
         if record is None:
             raise Refusal("handback has no such request; this control cannot be used.")
@@ -87,7 +91,7 @@ class Answers:
             raise Refusal("This request expired, so it can no longer be answered.")
         if record.status != "pending":
             raise Refusal(_closed_reason(record))
-        refusal = await self.policy.refusal(record, user, self.members)
+        refusal = await self.policy.refusal(record, user, self.members, denying=denying)
         if refusal is not None:
             raise Refusal(refusal)
         return record
@@ -134,7 +138,12 @@ class Answers:
             return  # Ticking options only changes the card's state; Submit reads it.
         record: InteractionRecord | None = None
         try:
-            record = await self._pending(action.interaction_id, action.user_id, channel=channel)
+            record = await self._pending(
+                action.interaction_id,
+                action.user_id,
+                channel=channel,
+                denying=action.action in _DENY_ACTIONS,
+            )
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
                 # click comes from the card itself, so it says where the card is.
@@ -161,8 +170,17 @@ class Answers:
 
     async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
         page = blocks.page_from_action(record, action)
-        if record.channel and record.message_ts:
-            card = blocks.render_card(record, page=page)
+        if not (record.channel and record.message_ts):
+            return
+        card = blocks.render_card(record, page=page)
+        await self.chat.update(
+            record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+        )
+        # Someone may have answered while this page was drawn; their card update can land before
+        # this one, which would bring the buttons back. Show the stored state if it moved on.
+        now = await self.store.get_interaction(record.interaction_id)
+        if now is not None and now.status != "pending":
+            card = blocks.render(now)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
@@ -186,7 +204,12 @@ class Answers:
             return self._inline(str(error), first_input)
         record: InteractionRecord | None = None
         try:
-            record = await self._pending(submission.interaction_id, user, channel=None)
+            record = await self._pending(
+                submission.interaction_id,
+                user,
+                channel=None,
+                denying=submission.callback_id == blocks.CALLBACK_DENY_MODAL,
+            )
             answer = blocks.answer_from_submission(record, submission)
         except Refusal as error:
             await self.store.audit(
@@ -242,6 +265,38 @@ class Answers:
             return True
         await self.accept(record, user=user, answer=answer)
         return True
+
+    async def holds_thread(self, thread: Thread, *, user: str) -> bool:
+        """True, and the person is told why, when their message may not move the thread on.
+
+        A new message closes the cards the thread's run still waits for (`superseded`), so it
+        is an answer of sorts: someone the policy would refuse on the card (a non-approver, for
+        instance) must not be able to close it by talking in the thread. The requester may
+        always withdraw their own request.
+        """
+        run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        if run_id is None:
+            return False
+        now = self.clock()
+        for record in await self.store.run_interactions(run_id):
+            if record.status != "pending" or record.expires_at <= now or record.requester == user:
+                continue
+            refusal = await self.policy.refusal(record, user, self.members, denying=True)
+            if refusal is None:
+                continue
+            await self._refuse(
+                user=user,
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                reason=(
+                    "I did not take your message: it would close the request that waits for an "
+                    f"answer in this thread. {refusal}"
+                ),
+                interaction_id=record.interaction_id,
+                run_id=run_id,
+            )
+            return True
+        return False
 
     # ----------------------------------------------------------------- claiming
 

@@ -21,7 +21,9 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
@@ -47,6 +49,11 @@ joins, bot messages) is not a prompt."""
 
 _BOLT_LOG = logging.getLogger("handback.bolt")
 
+_SORRY = "Sorry, something went wrong on my side. The details are in the bot's log."
+
+_SERVER_ERROR_PAUSE = 0.3
+"""Seconds before retrying a Web API call Slack answered with 500 or 503."""
+
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
     # Bolt reads SLACK_BOT_TOKEN from the environment itself and then warns that the client we
@@ -55,13 +62,19 @@ def _drop_token_warning(record: logging.LogRecord) -> bool:
 
 
 def make_client(settings: Settings) -> AsyncWebClient:
-    """The Web API client: `SLACK_API_URL`, and retries on 429 (`Retry-After`) and resets."""
+    """The Web API client: `SLACK_API_URL`, and retries on 429 (`Retry-After`), resets, and
+    one retry on a 500/503 (a card lost to a passing Slack outage leaves a run nobody can
+    answer)."""
     return AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            AsyncServerErrorRetryHandler(
+                max_retry_count=1,
+                interval_calculator=FixedValueRetryIntervalCalculator(_SERVER_ERROR_PAUSE),
+            ),
         ],
     )
 
@@ -213,10 +226,19 @@ class SlackBot:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
         handler = AsyncSocketModeHandler(self.app, app_token)
-        await handler.connect_async()  # type: ignore[no-untyped-call]
+        # slack_sdk retries a failing connection forever, so the first connect races `stop`:
+        # a SIGTERM while Slack is out of reach still ends the process.
+        connecting = asyncio.ensure_future(handler.connect_async())  # type: ignore[no-untyped-call]
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            await stop.wait()
+            await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if connecting.done():
+                connecting.result()
+                await stopping
         finally:
+            for task in (connecting, stopping):
+                task.cancel()
+            await asyncio.gather(connecting, stopping, return_exceptions=True)
             await handler.close_async()  # type: ignore[no-untyped-call]
 
     # --------------------------------------------------------------- listeners
@@ -235,7 +257,7 @@ class SlackBot:
         @app.action(blocks.ACTION_PATTERN)
         async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack()
-            self.tasks.spawn(self.answers.on_action(body), name="action")
+            self.tasks.spawn(self._on_click(body), name="action")
 
         @app.view(blocks.CALLBACK_PATTERN)
         async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -248,7 +270,7 @@ class SlackBot:
                 record = check.record
                 user = str(body["user"]["id"])
                 self.tasks.spawn(
-                    self.answers.accept(record, user=user, answer=check.answer), name="modal"
+                    self._on_modal_answer(record, user=user, answer=check.answer), name="modal"
                 )
             elif check.notice:
                 log.info("modal submission refused: %s", check.notice)
@@ -263,7 +285,7 @@ class SlackBot:
         # Messages of one thread are handled in the order they arrived: a quick follow-up
         # continues from the run before it instead of racing it.
         key = (str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
-        work = self._on_person_message(body, event, bot_user_id, mention=mention)
+        work = self._on_message(body, event, bot_user_id, mention=mention)
         task = self.tasks.spawn(_after(self._thread_tails.get(key), work), name="event")
         self._thread_tails[key] = task
 
@@ -272,6 +294,45 @@ class SlackBot:
                 del self._thread_tails[key]
 
         task.add_done_callback(forget)
+
+    # The handlers below are where work started after an ack ends: whatever still goes wrong
+    # (the store down, a bug) is logged in full and told to the person in one plain sentence, so
+    # a click or a message never just vanishes.
+
+    async def _on_click(self, body: dict[str, Any]) -> None:
+        try:
+            await self.answers.on_action(body)
+        except Exception:
+            log.exception("could not handle a click")
+            user = str((body.get("user") or {}).get("id") or "")
+            channel = str((body.get("channel") or {}).get("id") or "")
+            if user and channel:
+                await self.chat.ephemeral(channel, user, _SORRY)
+
+    async def _on_modal_answer(self, record: InteractionRecord, *, user: str, answer: Any) -> None:
+        try:
+            await self.answers.accept(record, user=user, answer=answer)
+        except Exception:
+            log.exception("could not take the answer to %s", record.interaction_id)
+            if record.channel:
+                await self.chat.ephemeral(record.channel, user, _SORRY, thread_ts=record.thread_ts)
+
+    async def _on_message(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        bot_user_id: str | None,
+        *,
+        mention: bool,
+    ) -> None:
+        try:
+            await self._on_person_message(body, event, bot_user_id, mention=mention)
+        except Exception:
+            log.exception("could not handle event %s", body.get("event_id"))
+            channel = str(event["channel"])
+            await self.chat.post(
+                channel, _SORRY, thread_ts=str(event.get("thread_ts") or event["ts"])
+            )
 
     async def _on_person_message(
         self,
@@ -301,8 +362,10 @@ class SlackBot:
         ):
             return
         text = _without_mention(str(event.get("text") or ""), bot_user_id)
-        if in_thread and await self.answers.on_thread_reply(
-            thread, user=str(event["user"]), text=text
+        user = str(event["user"])
+        if in_thread and (
+            await self.answers.on_thread_reply(thread, user=user, text=text)
+            or await self.answers.holds_thread(thread, user=user)
         ):
             return
         if not text:
@@ -338,11 +401,16 @@ def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bo
         not mention
         and event.get("channel_type") != "im"
         and bot_user_id
-        and f"<@{bot_user_id}>" in str(event.get("text") or "")
+        and _mention_of(bot_user_id).search(str(event.get("text") or ""))
     )
+
+
+def _mention_of(bot_user_id: str) -> re.Pattern[str]:
+    """`<@U…>`, and the labelled `<@U…|name>` that some clients and API posts still send."""
+    return re.compile(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>")
 
 
 def _without_mention(text: str, bot_user_id: str | None) -> str:
     if bot_user_id:
-        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+        text = _mention_of(bot_user_id).sub("", text)
     return text.strip()

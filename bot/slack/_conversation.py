@@ -18,7 +18,7 @@ from typing import Any, Literal
 import blocks
 from state import AuditEntry, InteractionRecord, Store
 
-from .. import Agent, ResumeError, RunAlreadyResumed
+from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import InteractionEvent, OutputEvent
 from ._chat import Chat, escape
@@ -28,6 +28,8 @@ __all__ = ["Conversations", "Thread"]
 log = logging.getLogger("handback.slack")
 
 WORKING_REACTION = "hourglass_flowing_sand"
+
+_UNUSABLE_ANSWER = "the answer given could not be used"
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -117,6 +119,12 @@ class Conversations:
                 await self._drive(self.agent(parent_id=run_id, resume=answers), thread)
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
+        except InvalidResumeValue as error:
+            # Left paused, the run would wait for an answer that is already spent, and be
+            # retried (and refused) on every restart: end it instead.
+            log.warning("resume of run %s refused, cancelling it: %s", run_id, error)
+            cancel = {interaction_id: Cancel(_UNUSABLE_ANSWER) for interaction_id in answers}
+            await self.resume(run_id=run_id, answers=cancel, thread=thread)
         except ResumeError as error:
             log.warning("resume of run %s refused: %s", run_id, error)
             await self.chat.post(
@@ -186,10 +194,25 @@ class Conversations:
             )
             if ts is None:
                 log.error("could not post the card of interaction %s", record.interaction_id)
+                await self._card_lost(record, thread, card["text"])
                 continue
             await self.store.set_message(
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
+
+    async def _card_lost(self, record: InteractionRecord, thread: Thread, summary: str) -> None:
+        """Say in the thread that a request could not be shown, so the run does not wait unseen.
+
+        The interaction stays pending: a free-text question can still be answered by a reply,
+        and the next message in the thread supersedes it, as it would a card.
+        """
+        how = (
+            "Reply in this thread to answer it."
+            if blocks.accepts_text_reply(record)
+            else "Send your message again to get a new card."
+        )
+        notice = f":warning: I could not show the buttons for this request in Slack. {how}"
+        await self.chat.post(thread.channel, f"{notice}\n{summary}", thread_ts=thread.thread_ts)
 
     async def close_pending(
         self, run_id: str, *, status: Literal["superseded", "cancelled"], user: str | None

@@ -1,7 +1,10 @@
 """Who may answer which interaction: approver lists, user groups, per-tool rules, self-approval.
 
 Questions are open to anyone in the channel unless `HANDBACK_ANSWERERS` narrows them; approvals
-follow `HANDBACK_APPROVERS`, or the tool's own list in `HANDBACK_TOOL_APPROVERS`.
+follow `HANDBACK_APPROVERS`, or the tool's own list in `HANDBACK_TOOL_APPROVERS`. An empty list
+means anyone in the channel, except that the person who asked may not approve their own request
+(they may always deny it: withdrawing a request is never a risk). A user group that cannot be
+read grants nothing, and the person is told why.
 """
 
 from __future__ import annotations
@@ -11,17 +14,24 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from state import InteractionRecord
 
-__all__ = ["AnswerPolicy", "GroupMembers", "slack_group_members"]
+from .._errors import HandbackError
+
+__all__ = ["AnswerPolicy", "GroupLookupFailed", "GroupMembers", "slack_group_members"]
 
 log = logging.getLogger("handback.slack")
 
 GroupMembers = Callable[[str], Awaitable[frozenset[str]]]
-"""User-group id -> its members' user ids."""
+"""User-group id -> its members' user ids; raises `GroupLookupFailed` when it cannot tell."""
+
+
+class GroupLookupFailed(HandbackError):
+    """Slack would not list a user group's members; the message says which group and why."""
 
 
 def slack_group_members(client: AsyncWebClient, *, ttl: float = 60.0) -> GroupMembers:
@@ -35,9 +45,12 @@ def slack_group_members(client: AsyncWebClient, *, ttl: float = 60.0) -> GroupMe
         try:
             response = await client.usergroups_users_list(usergroup=group_id)
         except SlackApiError as error:
-            # An unknown group grants nothing; failing closed is the safe reading of a policy.
-            log.warning("cannot list user group %s: %s", group_id, error.response.get("error"))
-            return frozenset()
+            reason = str(error.response.get("error") or "an error")
+            log.warning("cannot list user group %s: %s", group_id, reason)
+            raise GroupLookupFailed(f"Slack said `{reason}`") from None
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("cannot list user group %s: %r", group_id, error)
+            raise GroupLookupFailed("Slack did not answer") from None
         found = frozenset(str(user) for user in response.get("users") or [])
         cache[group_id] = (time.monotonic() + ttl, found)
         return found
@@ -58,29 +71,52 @@ class AnswerPolicy:
     allow_self_approval: bool = False
 
     async def refusal(
-        self, record: InteractionRecord, user: str, members: GroupMembers
+        self, record: InteractionRecord, user: str, members: GroupMembers, *, denying: bool = False
     ) -> str | None:
-        if record.kind == "approval":
-            tool = str(record.payload.get("tool", ""))
-            if not self.allow_self_approval and record.requester == user:
-                return "You asked for this, so someone else has to approve it."
-            allowed = self.tool_approvers.get(tool, self.approvers)
-            if allowed and not await _is_member(user, allowed, members):
-                return f"You are not on the list of people who may approve `{tool}`."
-            return None
-        if self.answerers and not await _is_member(user, self.answerers, members):
-            return "You are not on the list of people who may answer these questions."
+        """Why `user` may not answer `record`, or None; `denying` for a Deny on an approval."""
+        try:
+            if record.kind == "approval":
+                return await self._approval_refusal(record, user, members, denying=denying)
+            if self.answerers and not await _is_member(user, self.answerers, members):
+                return "You are not on the list of people who may answer these questions."
+        except GroupLookupFailed as error:
+            # Failing closed is the only safe reading of a policy that cannot be checked.
+            return (
+                f"I could not check whether you may answer this: {error}. Please try again, "
+                "or ask whoever runs handback if it keeps happening."
+            )
+        return None
+
+    async def _approval_refusal(
+        self, record: InteractionRecord, user: str, members: GroupMembers, *, denying: bool
+    ) -> str | None:
+        tool = str(record.payload.get("tool", ""))
+        if record.requester is not None and record.requester == user:
+            if denying or self.allow_self_approval:
+                return None
+            return "You asked for this, so someone else has to approve it."
+        allowed = self.tool_approvers.get(tool, self.approvers)
+        if allowed and not await _is_member(user, allowed, members):
+            return f"You are not on the list of people who may approve `{tool}`."
         return None
 
 
 async def _is_member(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:
+    """Whether `user` is named or in a named group; a group that cannot be read only matters
+    when no other entry lets the person in."""
     groups = []
     for entry in allowed:
         if entry == user:
             return True
         if entry.startswith("S"):
             groups.append(entry)
+    failures: list[str] = []
     for group in groups:
-        if user in await members(group):
-            return True
+        try:
+            if user in await members(group):
+                return True
+        except GroupLookupFailed as error:
+            failures.append(f"user group `{group}` could not be read ({error})")
+    if failures:
+        raise GroupLookupFailed("; ".join(failures))
     return False

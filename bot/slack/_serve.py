@@ -5,17 +5,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from state import open_store
 
 from .. import Agent
 from .._model import OpenAIModel
-from ._app import SlackBot
+from ._app import SlackBot, make_client
 from ._settings import ConfigError, Settings
 
-__all__ = ["check_agent", "serve"]
+__all__ = ["check_agent", "check_tokens", "serve"]
 
 log = logging.getLogger("handback.slack")
+
+_REFUSED = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+    }
+)
+"""Slack's answers for a token it will never take."""
 
 
 def check_agent(agent: Agent, settings: Settings) -> None:
@@ -27,6 +44,31 @@ def check_agent(agent: Agent, settings: Settings) -> None:
         )
 
 
+async def check_tokens(client: AsyncWebClient, settings: Settings) -> None:
+    """Ask Slack whether it takes the tokens, so a wrong one stops start-up with one line
+    instead of failing every request (or, in Socket Mode, retrying forever). Slack being out of
+    reach is only logged: the bot starts and keeps trying."""
+    reached = await _check("SLACK_BOT_TOKEN", client.auth_test(), settings)
+    if reached and settings.slack_app_token is not None:
+        app_token = settings.slack_app_token.get_secret_value()
+        await _check("SLACK_APP_TOKEN", client.apps_connections_open(app_token=app_token), settings)
+
+
+async def _check(name: str, call: Awaitable[object], settings: Settings) -> bool:
+    """Whether Slack answered; `ConfigError` when its answer is that the token is no good."""
+    try:
+        await call
+    except SlackApiError as error:
+        code = str(error.response.get("error"))
+        if code in _REFUSED:
+            raise ConfigError(f"{name} was refused by Slack ({code})") from None
+        log.warning("could not check %s with Slack: %s", name, code)
+    except (aiohttp.ClientError, TimeoutError) as error:
+        log.warning("Slack is out of reach at %s: %r", settings.slack_api_url, error)
+        return False
+    return True
+
+
 async def serve(agent: Agent, settings: Settings) -> None:
     """Serve until SIGINT or SIGTERM; work already started finishes before the process exits."""
     check_agent(agent, settings)
@@ -34,15 +76,20 @@ async def serve(agent: Agent, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    client = make_client(settings)
+    if settings.slack_app_token is not None:
+        await check_tokens(client, settings)
     async with (
         open_store(settings.handback_store) as store,
-        SlackBot(agent=agent, store=store, settings=settings) as bot,
+        SlackBot(agent=agent, store=store, settings=settings, client=client) as bot,
     ):
         if settings.slack_app_token is not None:
             log.info("agent %s connecting over Socket Mode", agent.name)
             await bot.run_socket_mode(settings.slack_app_token.get_secret_value(), stop)
         else:
             async with bot.serve_http(settings.host, settings.port) as url:
+                # After the bind, so a port in use is reported before anything else.
+                await check_tokens(client, settings)
                 log.info("agent %s listening on %s", agent.name, url)
                 await stop.wait()
         log.info("shutting down")

@@ -21,6 +21,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_DURATION = 366 * 86400.0
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]+$")
 _STORE_SCHEMES = ("redis://", "rediss://", "unix://", "sqlite://")
 
@@ -143,6 +144,10 @@ class Settings(BaseSettings):
             seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         if seconds <= 0:
             raise ValueError("must be positive")
+        if seconds > _MAX_DURATION:
+            # Cards show their deadline as a date; past a year it is a mistake, and far enough
+            # out it is not a date Python can print at all.
+            raise ValueError("must be at most 366d")
         return seconds
 
     @field_validator("handback_log_level", mode="before")
