@@ -112,12 +112,15 @@ class SlackBot:
             answerers=tuple(settings.handback_answerers),
             allow_self_approval=settings.handback_allow_self_approval,
         )
+        members = members or slack_group_members(self.client)
         self.conversations = Conversations(
             agent=agent,
             store=store,
             chat=self.chat,
             ttl=settings.handback_interaction_ttl,
             clock=clock,
+            policy=self.policy,
+            members=members,
         )
         self.sweeper = Sweeper(
             store=store,
@@ -130,7 +133,7 @@ class SlackBot:
             chat=self.chat,
             conversations=self.conversations,
             policy=self.policy,
-            members=members or slack_group_members(self.client),
+            members=members,
             expire=self._expire_later,
             clock=clock,
         )

@@ -22,6 +22,7 @@ from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import InteractionEvent, OutputEvent
 from ._chat import Chat, escape
+from ._policy import AnswerPolicy, GroupMembers
 
 __all__ = ["Conversations", "Thread"]
 
@@ -52,12 +53,16 @@ class Conversations:
         chat: Chat,
         ttl: float,
         clock: Callable[[], float] = time.time,
+        policy: AnswerPolicy | None = None,
+        members: GroupMembers | None = None,
     ) -> None:
         self.agent = agent
         self.store = store
         self.chat = chat
         self.ttl = ttl
         self.clock = clock
+        self.policy = policy
+        self.members = members
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
@@ -199,6 +204,28 @@ class Conversations:
             await self.store.set_message(
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
+            await self._note_unapprovable(record, thread)
+
+    async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
+        """In a DM nobody but the requester sees the card; say so when they may not approve it,
+        instead of leaving a card that can only expire."""
+        if (
+            record.kind != "approval"
+            or not _is_dm(thread.channel)
+            or self.policy is None
+            or self.members is None
+            or thread.requester is None
+        ):
+            return
+        if await self.policy.refusal(record, thread.requester, self.members) is None:
+            return
+        await self.chat.post(
+            thread.channel,
+            ":information_source: Someone else has to approve this, and nobody else can see "
+            "this conversation. You can Deny it here; to get it approved, mention me in a "
+            "channel where an approver can see the request.",
+            thread_ts=thread.thread_ts,
+        )
 
     async def _card_lost(self, record: InteractionRecord, thread: Thread, summary: str) -> None:
         """Say in the thread that a request could not be shown, so the run does not wait unseen.
@@ -263,3 +290,8 @@ def _reply_text(output: OutputEvent) -> str:
         why = f" ({escape(status.message)})" if status.message else ""
         return f"Stopped{why}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+def _is_dm(channel: str) -> bool:
+    # Slack's direct-message conversation ids start with D; channels with C, private ones G.
+    return channel.startswith("D")

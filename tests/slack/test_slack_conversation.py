@@ -143,3 +143,32 @@ async def test_quick_follow_up_waits_for_the_run_before_it(make_bot: BotFactory)
         gate.set()
         await h.bot.drain()
         assert h.texts(asked.ts) == ["heard: first", "heard: first | second"]
+
+
+async def test_an_approval_in_a_dm_says_who_can_approve_it(make_bot: BotFactory) -> None:
+    """Nobody but the requester sees a DM: the card comes with a note instead of a dead end."""
+    async with make_bot(agents.approval_agent) as h:
+        dm = h.slack.dm_channel(ALICE)
+        asked = await h.slack.post_user_message(ALICE, dm, "deploy api to prod")
+        await h.bot.drain()
+        card, note = h.slack.bot_messages(channel=dm)
+        assert card.blocks and card.thread_ts == asked.ts
+        assert note.thread_ts == asked.ts
+        assert "Someone else has to approve this" in note.text
+        # The note tells the truth: Alice may deny it here (and nothing else).
+        await h.click(ALICE, card.ts, "hb:deny")
+        assert h.texts(asked.ts)[-1].startswith("Tool said: Denied")
+
+
+async def test_no_dm_note_when_the_requester_may_approve(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_ALLOW_SELF_APPROVAL="true") as h:
+        dm = h.slack.dm_channel(ALICE)
+        await h.slack.post_user_message(ALICE, dm, "deploy api to prod")
+        await h.bot.drain()
+        assert [bool(m.blocks) for m in h.slack.bot_messages(channel=dm)] == [True]
+
+
+async def test_no_dm_note_in_a_channel(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        assert [bool(m.blocks) for m in h.bot_replies(asked.ts)] == [True]
