@@ -7,6 +7,7 @@ from ._errors import (
     StoreError,
     StoreURLError,
 )
+from ._keys import THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
 from ._protocol import AuditLog, ConversationStore, InteractionStore, RunStore, Store
 from ._records import (
@@ -25,6 +26,7 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "THREAD_LEASE_TTL",
     "AuditAction",
     "AuditEntry",
     "AuditLog",

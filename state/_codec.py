@@ -27,6 +27,7 @@ __all__ = [
     "encode_audit",
     "encode_interaction",
     "encode_run",
+    "lease_millis",
     "text",
 ]
 
@@ -88,6 +89,16 @@ def check_now(now: float) -> None:
     """`now` compares with stored times; NaN compares with none (infinity is a valid bound)."""
     if math.isnan(now):
         raise ValueError(f"`now` must be a number of seconds, got {now!r}")
+
+
+def lease_millis(owner: str, ttl: float) -> int:
+    """A lease's TTL in whole milliseconds (at least one), once its owner and TTL are checked:
+    an empty owner could not be told apart from no lease, and a lease must end."""
+    if not owner:
+        raise ValueError("`owner` must be a non-empty string")
+    if not (math.isfinite(ttl) and ttl > 0):
+        raise ValueError(f"`ttl` must be a positive number of seconds, got {ttl!r}")
+    return max(1, math.ceil(ttl * 1000))
 
 
 def encode_interaction(record: InteractionRecord) -> bytes:

@@ -17,6 +17,7 @@ __all__ = [
     "PRUNE_EVERY",
     "RUN_TTL",
     "SETTLED_TTL",
+    "THREAD_LEASE_TTL",
     "THREAD_TTL",
     "RedisKeys",
     "interaction_ttl",
@@ -33,6 +34,11 @@ conversations start afresh rather than keep a transcript in memory forever. Refr
 
 THREAD_TTL = RUN_TTL
 """A thread points at its last run, so it lives exactly as long as that run does."""
+
+THREAD_LEASE_TTL = 60.0
+"""A thread's turns run one at a time across processes under a lease this long (seconds). The
+holder refreshes it while the turn runs, so it only bounds how long a crashed process blocks
+its thread; a turn is never cut short by it."""
 
 INTERACTION_GRACE = 7 * DAY
 """An interaction outlives its `expires_at` by a week, so a late click still reads "expired"
@@ -114,8 +120,11 @@ class RedisKeys:
         `%` and `:` in the channel are escaped, so (`a:b`, `c`) and (`a`, `b:c`) stay two keys;
         Slack's channel ids have neither, so their keys read as written.
         """
-        escaped = channel.replace("%", "%25").replace(":", "%3A")
-        return f"{self.prefix}thread:{escaped}:{thread_ts}"
+        return f"{self.prefix}thread:{_thread_id(channel, thread_ts)}"
+
+    def thread_lease(self, channel: str, thread_ts: str) -> str:
+        """String with a PX TTL: the owner of the turn running in the thread, while it runs."""
+        return f"{self.prefix}thread-lease:{_thread_id(channel, thread_ts)}"
 
     def delivery(self, event_id: str) -> str:
         """String set with NX: its existence means the event was already handled."""
@@ -125,3 +134,8 @@ class RedisKeys:
     def audit(self) -> str:
         """List of audit entries' JSON, newest at the head, trimmed to `AUDIT_CAP`."""
         return f"{self.prefix}audit"
+
+
+def _thread_id(channel: str, thread_ts: str) -> str:
+    escaped = channel.replace("%", "%25").replace(":", "%3A")
+    return f"{escaped}:{thread_ts}"

@@ -78,7 +78,8 @@ class InteractionStore(Protocol):
 
 @runtime_checkable
 class ConversationStore(Protocol):
-    """Slack threads mapped to the last run, and delivered events seen once."""
+    """Slack threads mapped to the last run, leases that serialise a thread's turns across
+    processes, and delivered events seen once."""
 
     async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None: ...
 
@@ -86,6 +87,17 @@ class ConversationStore(Protocol):
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen (atomic), False for every repeat."""
+
+    async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
+        """Take the thread's lease for `owner` for `ttl` seconds (atomic, one round trip).
+
+        Won when nobody holds it, its holder's lease has expired, or `owner` holds it already
+        (which extends it by `ttl` from now: that is how a holder refreshes it). False while
+        another owner holds it.
+        """
+
+    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
+        """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""
 
 
 @runtime_checkable

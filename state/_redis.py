@@ -27,6 +27,7 @@ from ._codec import (
     encode_audit,
     encode_interaction,
     encode_run,
+    lease_millis,
     text,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
@@ -227,6 +228,19 @@ end
 return out
 """
 
+# Taken when free (expired keys are gone) or already the owner's, which extends it.
+_ACQUIRE_THREAD = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+_RELEASE_THREAD = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
@@ -261,6 +275,8 @@ class RedisStore:
         self._run_ix = client.register_script(_RUN_INTERACTIONS)
         self._due = client.register_script(_DUE)
         self._settled = client.register_script(_SETTLED)
+        self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
+        self._release_thread = client.register_script(_RELEASE_THREAD)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -522,6 +538,27 @@ class RedisStore:
         """True the first time within `DELIVERY_TTL`; SET NX makes concurrent repeats False."""
         key = self._keys.delivery(event_id)
         return bool(await self._send(self._live().set(key, b"1", nx=True, ex=DELIVERY_TTL)))
+
+    async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
+        """Redis expires the lease itself (PX), by the server's clock."""
+        millis = lease_millis(owner, ttl)
+        reply = await self._send(
+            self._acquire_thread(
+                keys=[self._keys.thread_lease(channel, thread_ts)],
+                args=[owner, millis],
+                client=self._live(),
+            )
+        )
+        return bool(reply)
+
+    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
+        await self._send(
+            self._release_thread(
+                keys=[self._keys.thread_lease(channel, thread_ts)],
+                args=[owner],
+                client=self._live(),
+            )
+        )
 
     # Audit
 

@@ -29,6 +29,7 @@ from ._codec import (
     encode_audit,
     encode_interaction,
     encode_run,
+    lease_millis,
 )
 from ._errors import StoreClosedError, StoreError
 from ._keys import (
@@ -104,6 +105,15 @@ CREATE TABLE IF NOT EXISTS threads (
 );
 CREATE INDEX IF NOT EXISTS threads_keep_until ON threads (keep_until);
 
+CREATE TABLE IF NOT EXISTS thread_leases (
+    channel TEXT NOT NULL,
+    thread_ts TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    keep_until REAL NOT NULL,
+    PRIMARY KEY (channel, thread_ts)
+);
+CREATE INDEX IF NOT EXISTS thread_leases_keep_until ON thread_leases (keep_until);
+
 CREATE TABLE IF NOT EXISTS deliveries (
     event_id TEXT PRIMARY KEY,
     keep_until REAL NOT NULL
@@ -116,7 +126,7 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 """
 
-_PRUNED = ("runs", "interactions", "run_interactions", "threads", "deliveries")
+_PRUNED = ("runs", "interactions", "run_interactions", "threads", "thread_leases", "deliveries")
 
 _IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
 _SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
@@ -175,6 +185,15 @@ WHERE r.status = 'paused' AND r.resumed_by IS NULL AND r.run_id > ?
   )
 ORDER BY r.run_id
 LIMIT ?
+"""
+
+# One statement, so SQLite's write lock makes it atomic across processes: the row is inserted, or
+# taken over only when its lease has ended (`keep_until <= now`) or is the same owner's.
+_ACQUIRE_THREAD = """
+INSERT INTO thread_leases (channel, thread_ts, owner, keep_until) VALUES (?, ?, ?, ?)
+ON CONFLICT (channel, thread_ts) DO UPDATE SET
+    owner = excluded.owner, keep_until = excluded.keep_until
+WHERE thread_leases.keep_until <= ? OR thread_leases.owner = excluded.owner
 """
 
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
@@ -523,6 +542,22 @@ class SQLiteStore:
             )
         )
         return changed == 1
+
+    async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
+        """Expiry is read from this machine's clock, which every process on the file shares."""
+        millis = lease_millis(owner, ttl)
+        now = time.time()
+        params = (channel, thread_ts, owner, now + millis / 1000, now)
+        changed = await self._call(lambda conn: conn.execute(_ACQUIRE_THREAD, params).rowcount)
+        return changed == 1
+
+    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
+        await self._call(
+            lambda conn: conn.execute(
+                "DELETE FROM thread_leases WHERE channel = ? AND thread_ts = ? AND owner = ?",
+                (channel, thread_ts, owner),
+            )
+        )
 
     # Audit
 

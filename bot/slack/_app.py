@@ -121,6 +121,7 @@ class SlackBot:
             clock=clock,
             policy=self.policy,
             members=members,
+            lease_ttl=settings.handback_thread_lease_ttl,
         )
         self.sweeper = Sweeper(
             store=store,

@@ -10,13 +10,14 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import blocks
-from state import AuditEntry, InteractionRecord, Store
+from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
@@ -31,6 +32,12 @@ log = logging.getLogger("handback.slack")
 WORKING_REACTION = "hourglass_flowing_sand"
 
 _UNUSABLE_ANSWER = "the answer given could not be used"
+
+LEASE_RETRY_FIRST = 0.02
+"""Seconds before asking again for a thread's lease that another process holds; the wait
+doubles up to `LEASE_RETRY_MOST`, so a short turn elsewhere delays this one by little."""
+
+LEASE_RETRY_MOST = 0.2
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -55,6 +62,7 @@ class Conversations:
         clock: Callable[[], float] = time.time,
         policy: AnswerPolicy | None = None,
         members: GroupMembers | None = None,
+        lease_ttl: float = THREAD_LEASE_TTL,
     ) -> None:
         self.agent = agent
         self.store = store
@@ -63,17 +71,19 @@ class Conversations:
         self.clock = clock
         self.policy = policy
         self.members = members
+        self.lease_ttl = lease_ttl
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
     async def _turn(self, thread: Thread) -> AsyncIterator[None]:
-        """One run at a time per thread in this process: a resume and a new message in the same
-        thread do not race (the store still guards across processes)."""
+        """One run at a time per thread: a resume and a new message in the same thread do not
+        race. A lock orders this process's turns; the store's lease then orders them with other
+        processes', so each turn continues from the run the previous one left."""
         key = (thread.channel, thread.thread_ts)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
+            async with lock, self._lease(thread):
                 yield
         finally:
             lock, users = self._locks[key]
@@ -81,6 +91,49 @@ class Conversations:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+
+    @asynccontextmanager
+    async def _lease(self, thread: Thread) -> AsyncIterator[None]:
+        """Hold the thread's lease in the store for the turn, waiting while another process
+        holds it (at most `lease_ttl` after that process dies), and refresh it as the turn runs.
+        """
+        owner = uuid.uuid4().hex
+        channel, thread_ts = thread.channel, thread.thread_ts
+        wait = LEASE_RETRY_FIRST
+        while not await self.store.acquire_thread(
+            channel, thread_ts, owner=owner, ttl=self.lease_ttl
+        ):
+            log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, LEASE_RETRY_MOST)
+        keeper = asyncio.create_task(self._keep_lease(thread, owner))
+        try:
+            yield
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+            try:
+                await self.store.release_thread(channel, thread_ts, owner=owner)
+            except StoreError:
+                # The lease ends by itself within `lease_ttl`; the turn's work is done.
+                log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
+
+    async def _keep_lease(self, thread: Thread, owner: str) -> None:
+        """Extend the lease three times per TTL, so a long turn keeps it and a dead one loses it."""
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                kept = await self.store.acquire_thread(
+                    thread.channel, thread.thread_ts, owner=owner, ttl=self.lease_ttl
+                )
+            except StoreError:
+                log.warning("could not refresh the lease of thread %s/%s", *_where(thread))
+                continue
+            if not kept:
+                log.warning(
+                    "the lease of thread %s/%s expired during a turn; another may overlap it",
+                    *_where(thread),
+                )
 
     async def start(self, thread: Thread, *, text: str, message_ts: str) -> None:
         """A person's message: a new run, or the next turn of the thread's conversation."""
@@ -290,6 +343,10 @@ def _reply_text(output: OutputEvent) -> str:
         why = f" ({escape(status.message)})" if status.message else ""
         return f"Stopped{why}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+def _where(thread: Thread) -> tuple[str, str]:
+    return thread.channel, thread.thread_ts
 
 
 def _is_dm(channel: str) -> bool:

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from state import THREAD_LEASE_TTL
+
 from .._errors import HandbackError
 
 __all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
@@ -76,6 +78,9 @@ class Settings(BaseSettings):
     """Seconds (or `30m`, `24h`, `7d`) before a pending interaction expires."""
     handback_sweep_interval: Annotated[float, NoDecode] = 30.0
     """How often expired interactions are looked for."""
+    handback_thread_lease_ttl: Annotated[float, NoDecode] = THREAD_LEASE_TTL
+    """How long a thread stays blocked after the process running its turn died; a live
+    process refreshes its lease, so a long turn never loses it."""
     handback_log_level: LogLevel = "INFO"
 
     @field_validator("slack_bot_token")
@@ -132,7 +137,12 @@ class Settings(BaseSettings):
             raise ValueError('must be a JSON object like {"deploy": ["U123", "S456"]}')
         return {str(tool): _split_ids(ids, f"tool {tool!r}") for tool, ids in value.items()}
 
-    @field_validator("handback_interaction_ttl", "handback_sweep_interval", mode="before")
+    @field_validator(
+        "handback_interaction_ttl",
+        "handback_sweep_interval",
+        "handback_thread_lease_ttl",
+        mode="before",
+    )
     @classmethod
     def _duration(cls, value: Any) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool):

@@ -7,6 +7,7 @@ store's atomic claims, not any one process, make each thing happen exactly once.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections import Counter
 
@@ -129,5 +130,41 @@ async def test_two_processes_share_the_work_exactly_once(store_url: str) -> None
         ]
 
 
+async def _wait_for_replies(slack: LocalSlack, thread_ts: str, count: int) -> None:
+    await slack.wait_for(lambda: len(_texts(slack, thread_ts)) == count, timeout=20)
+
+
 def _already_answered(slack: LocalSlack) -> list[Ephemeral]:
     return [e for e in slack.ephemerals if "already answered" in e.text]
+
+
+async def test_a_threads_messages_at_two_processes_at_once_take_turns(store_url: str) -> None:
+    """Each turn continues from the run the previous one left, whichever process runs it: the
+    store's thread lease makes the second wait, so no message is forgotten (without it both read
+    the same last run, and one reply, and the thread, lose the other's message)."""
+    async with LocalSlack() as slack, bot_processes(slack, store_url, count=2, ref=AGENT) as bots:
+        asked = await slack.post_user_message(ALICE, CHANNEL, "hello", to=0)
+        await slack.wait_for(lambda: _texts(slack, asked.ts), timeout=20)
+        await asyncio.gather(*(bot.wait_idle() for bot in bots))
+        said = ["hello"]
+        for round_ in range(3):
+            pair = [f"round {round_} to bot {n}" for n in (0, 1)]
+            await asyncio.gather(
+                *(
+                    slack.post_user_message(
+                        ALICE, CHANNEL, text, thread_ts=asked.ts, mention=False, to=n
+                    )
+                    for n, text in enumerate(pair)
+                )
+            )
+            said += pair
+            await _wait_for_replies(slack, asked.ts, len(said) - 1)
+            await asyncio.gather(*(bot.wait_idle() for bot in bots))
+
+        heard = [
+            text.removeprefix("I have heard: ").split(" | ") for text in _texts(slack, asked.ts)
+        ]
+        # Every reply is the previous one plus exactly one new message.
+        for before, after in itertools.pairwise(heard):
+            assert after[:-1] == before, heard
+        assert sorted(heard[-1]) == sorted(said), heard

@@ -679,7 +679,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 9
+    assert len(scripts) == 11
     for script in scripts:
         script.sha = "0" * 40
     await redis_store.save_run(make_run())
@@ -693,6 +693,8 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert (await redis_store.close_interaction("ix-2", status="expired", now=2.0)).won
     assert await redis_store.settled_runs() == ["run-1"]
     assert (await redis_store.claim_run("run-1", child_id="child")).won
+    assert await redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
+    await redis_store.release_thread("C1", "1.1", owner="a")
     assert all(script.sha != "0" * 40 for script in scripts)
 
 
