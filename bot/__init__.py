@@ -2,6 +2,7 @@
 
 from ._agent import Agent, AgentRun
 from ._errors import (
+    ApprovalPolicyError,
     HandbackError,
     InvalidResumeValue,
     ResumeError,
@@ -17,6 +18,7 @@ from ._tool import Tool
 __all__ = [
     "Agent",
     "AgentRun",
+    "ApprovalPolicyError",
     "Cancel",
     "HandbackError",
     "InvalidResumeValue",

@@ -140,6 +140,15 @@ class _Outcome:
     used_answers: list[str] = field(default_factory=list)
 
 
+@dataclass(kw_only=True)
+class _Prepared:
+    """A call ready to execute: its tool, validated arguments, and whether it needs approval."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+    gated: bool
+
+
 class AgentRun:
     """One call of an agent: iterate it for events, or `await .collect()` for the output."""
 
@@ -381,10 +390,14 @@ class AgentRun:
             else:
                 runnable.append(outcome)
             outcomes.append(outcome)
-        if len(runnable) == 1:
-            await self._execute(runnable[0], run.answers)
-        elif runnable:
-            await asyncio.gather(*(self._execute(o, run.answers) for o in runnable))
+        # Every call is prepared (tool found, arguments validated, approval policy read) before
+        # any handler runs: a policy that fails ends the run with no sibling half-executed.
+        ready = [(o, await self._prepare(o)) for o in runnable]
+        calls = [self._execute(o, prepared, run.answers) for o, prepared in ready if prepared]
+        if len(calls) == 1:
+            await calls[0]
+        elif calls:
+            await asyncio.gather(*calls)
         # Answers nobody used in this step belong to the calls that were not re-run.
         used = {iid for o in runnable for iid in o.used_answers}
         leftover = [iid for iid in run.answers if iid not in used]
@@ -393,19 +406,32 @@ class AgentRun:
                 outcome.used_answers = leftover
         return outcomes
 
-    async def _execute(self, outcome: _Outcome, answers: dict[str, Any]) -> None:
+    async def _prepare(self, outcome: _Outcome) -> _Prepared | None:
+        """The call's tool, arguments and gate; None when the call already has its result.
+
+        Raises `ApprovalPolicyError` when the tool's policy cannot be read: that ends the run.
+        """
         agent = self.agent
         call = outcome.call
         tool = agent.tools.get(call.name)
         if tool is None:
             names = ", ".join(f"`{n}`" for n in agent.tools) or "none"
             outcome.result = f"Error: there is no tool `{call.name}` (available: {names})"
-            return
+            return None
         try:
             arguments = tool.parse_arguments(call.arguments)
         except ArgumentsError as exc:
             outcome.result = f"Error: invalid arguments for tool `{tool.name}`: {exc}"
-            return
+            return None
+        gated = await tool.needs_approval(arguments)
+        return _Prepared(tool=tool, arguments=arguments, gated=gated)
+
+    async def _execute(
+        self, outcome: _Outcome, prepared: _Prepared, answers: dict[str, Any]
+    ) -> None:
+        agent = self.agent
+        call = outcome.call
+        tool, arguments = prepared.tool, prepared.arguments
         scope = HandlerScope(
             path=f"{agent.name}.{tool.name}",
             name=tool.name,
@@ -414,7 +440,7 @@ class AgentRun:
         )
         token = current_scope.set(scope)
         try:
-            if tool.needs_approval(arguments):
+            if prepared.gated:
                 decision = scope.suspend(
                     {
                         "tool": tool.name,

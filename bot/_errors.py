@@ -6,6 +6,8 @@
     ├── InvalidAnswer (ValueError) blocks: a Slack answer that is malformed, tampered or invalid
     ├── ConfigError               bot.slack: a missing or malformed setting
     ├── UsageError (TypeError)    the calling code is wrong: bad arguments, bad tool definitions
+    ├── ApprovalPolicyError       a tool's approval policy raised or returned something other
+    │                             than a bool; the run ends `error` and the tool never runs
     └── ResumeError               a resume was refused before any handler ran; the run is intact
         ├── RunNotFound           no run with that `parent_id` in the store
         ├── RunNotPaused          the parent ended (success, error, cancelled); nothing to resume
@@ -22,6 +24,7 @@ from __future__ import annotations
 from state import HandbackError
 
 __all__ = [
+    "ApprovalPolicyError",
     "HandbackError",
     "InvalidResumeValue",
     "ResumeError",
@@ -35,6 +38,14 @@ __all__ = [
 
 class UsageError(HandbackError, TypeError):
     """The API was called in a way that can never work; fix the calling code."""
+
+
+class ApprovalPolicyError(HandbackError):
+    """A `requires_approval` policy could not be read as a yes or no; the gate stays shut."""
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
 
 
 class ResumeError(HandbackError):

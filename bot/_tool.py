@@ -6,16 +6,16 @@ import inspect
 import json
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ._errors import UsageError
+from ._errors import ApprovalPolicyError, UsageError
 
 __all__ = ["ApprovalRule", "Tool", "as_tool"]
 
-ApprovalRule = bool | Callable[..., bool]
+ApprovalRule = bool | Callable[..., bool | Awaitable[bool]]
 
 # What the Chat Completions API accepts as a function name; `str.isalnum` would let `é` through.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -44,6 +44,11 @@ class Tool:
                 f"Tool name {self.name!r} must be 1-64 ASCII letters, digits, `_` or `-`"
             )
         self.description = description or inspect.getdoc(handler) or ""
+        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+            raise UsageError(
+                f"Tool `{self.name}`: requires_approval must be a bool or a callable over the "
+                f"tool's arguments, got {requires_approval!r}"
+            )
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
         self._arguments = _arguments_model(handler, self.name)
@@ -78,11 +83,32 @@ class Tool:
             raise ArgumentsError(problems) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+    async def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call must be approved; a policy that does not say so plainly fails.
+
+        A policy answers with a real `bool` (an `async def` policy is awaited). Anything else,
+        `None` from a forgotten `return`, `[]`, `"no"`, `1`, or an exception, raises
+        `ApprovalPolicyError`: reading it as truthy or falsy could run the tool unapproved.
+        """
         rule = self.requires_approval
-        if callable(rule):
-            return bool(rule(**arguments))
-        return bool(rule)
+        if isinstance(rule, bool):
+            return rule
+        try:
+            decision: object = rule(**arguments)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        except Exception as exc:
+            raise ApprovalPolicyError(
+                f"The approval policy of tool `{self.name}` raised {type(exc).__name__}: {exc}",
+                tool=self.name,
+            ) from exc
+        if not isinstance(decision, bool):
+            raise ApprovalPolicyError(
+                f"The approval policy of tool `{self.name}` must return True or False, "
+                f"got {decision!r}",
+                tool=self.name,
+            )
+        return decision
 
 
 def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:

@@ -92,9 +92,12 @@ class AnswerPolicy:
     ) -> str | None:
         tool = str(record.payload.get("tool", ""))
         if record.requester is not None and record.requester == user:
-            if denying or self.allow_self_approval:
+            if denying:
                 return None
-            return "You asked for this, so someone else has to approve it."
+            if not self.allow_self_approval:
+                return "You asked for this, so someone else has to approve it."
+        # The list applies to the requester too: `allow_self_approval` only relaxes "not the
+        # requester", it never lets someone who is not an approver approve anything.
         allowed = self.tool_approvers.get(tool, self.approvers)
         if allowed and not await _is_member(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."

@@ -187,6 +187,12 @@ async def test_policy_groups_and_rules() -> None:
     assert await listed.refusal(approval("deploy"), "U0ALICE", lookup) is not None
     allowed = AnswerPolicy(approvers=("U0ALICE",), allow_self_approval=True)
     assert await allowed.refusal(approval("deploy"), "U0ALICE", lookup) is None
+    # The flag never admits a requester who is not on the list; withdrawing stays allowed.
+    unlisted = AnswerPolicy(approvers=("U0BOB",), allow_self_approval=True)
+    assert await unlisted.refusal(approval("deploy"), "U0ALICE", lookup) is not None
+    assert await unlisted.refusal(approval("deploy"), "U0ALICE", lookup, denying=True) is None
+    per_tool = AnswerPolicy(tool_approvers={"deploy": ("U0BOB",)}, allow_self_approval=True)
+    assert await per_tool.refusal(approval("deploy"), "U0ALICE", lookup) is not None
     narrowed = AnswerPolicy(answerers=("S0OPS",))
     assert await narrowed.refusal(question, "U0BOB", lookup) is None
     assert await narrowed.refusal(question, "U0DAVE", lookup) is not None

@@ -361,6 +361,26 @@ async def test_self_approval_allowed_by_setting(make_bot: BotFactory) -> None:
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
 
 
+async def test_self_approval_flag_never_bypasses_the_approver_list(make_bot: BotFactory) -> None:
+    # The flag relaxes "not the requester" only: Alice asked, is not on the list, and the flag is
+    # on; her approve is refused and audited, nothing runs, and a listed approver still can.
+    async with make_bot(
+        agents.approval_agent, HANDBACK_APPROVERS="U0BOB", HANDBACK_ALLOW_SELF_APPROVAL="true"
+    ) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        await h.click(ALICE, card.ts, ACTION_APPROVE)
+        assert "may approve `deploy`" in h.ephemerals(ALICE)[-1]
+        assert agents.DEPLOYS == []
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending"
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert [e.user for e in refused] == [ALICE]
+        h.slack.add_user("U0BOB", "bob")
+        await h.click("U0BOB", card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+
+
 async def test_empty_approver_list_means_anyone_but_the_requester(make_bot: BotFactory) -> None:
     async with make_bot(agents.approval_agent) as h:
         asked = await h.mention(ALICE, "deploy")
