@@ -53,7 +53,7 @@ async def bench(url: str, rounds: int) -> dict[str, list[float]]:
         )
         async with (
             open_store(url) as store,
-            SlackBot(agent=agent, store=store, settings=settings, sweep=False) as bot,
+            SlackBot(agent=agent, store=store, settings=settings, loops=False) as bot,
             bot.serve_http("127.0.0.1", 0) as bot_url,
         ):
             slack.bot_url = bot_url

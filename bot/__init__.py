@@ -12,13 +12,14 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
-from ._suspend import Cancel, suspend
+from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
 
 __all__ = [
     "Agent",
     "AgentRun",
     "ApprovalPolicyError",
+    "CallContext",
     "Cancel",
     "HandbackError",
     "InvalidResumeValue",
@@ -29,5 +30,6 @@ __all__ = [
     "Tool",
     "UnknownInteraction",
     "UsageError",
+    "current_call",
     "suspend",
 ]

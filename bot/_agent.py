@@ -3,51 +3,48 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from state import PendingCall, RunRecord, Store, open_store
 
-from state import PendingCall, PendingInteraction, RunRecord, RunStatus, Store, open_store
-
-from ._errors import (
-    RunAlreadyResumed,
-    RunNotFound,
-    RunNotPaused,
-    UnknownInteraction,
-    UsageError,
+from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
+from ._journal import (
+    INTERRUPTED_BY_CRASH,
+    INTERRUPTED_BY_STOP,
+    Journal,
+    closing_results,
+    tool_message,
 )
 from ._model import Model, ModelResponse, ToolCall, resolve_model
-from ._redact import redact
+from ._replay import EventCode, interaction_event, output_event, replayed
 from ._schema import check_answer
-from ._suspend import Cancel, Cancelled, HandlerScope, Suspended, current_scope
-from ._tool import ArgumentsError, Tool, as_tool
+from ._step import APPROVAL_SCHEMA, Outcome, Step
+from ._suspend import Cancel
+from ._tool import Tool, as_tool
 from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent
-from .events import RunStatus as EventStatus
 
 __all__ = ["APPROVAL_SCHEMA", "Agent", "AgentRun"]
 
 log = logging.getLogger("handback.agent")
 
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"type": "boolean"},
-        {
-            "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
-            "required": ["approved"],
-            "additionalProperties": False,
-        },
-    ]
-}
+Event = StartEvent | DeltaEvent | InteractionEvent | OutputEvent
+
 SUPERSEDED = "Superseded: the user did not answer and sent a new message instead."
+STOPPED = "the run was stopped"
+"""The status message of a run ended `cancelled/interrupted`."""
+
+ID_SCHEME = 2
+"""How new runs derive interaction ids (see `RunRecord.id_scheme`)."""
+
+# Caller-chosen run ids become store keys and appear in logs and Slack payloads.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 
 
 def _now_ms() -> int:
@@ -94,7 +91,23 @@ class Agent:
         prompt: str | None = None,
         parent_id: str | None = None,
         resume: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> AgentRun:
+        """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
+        `prompt`), or the resume of a paused run (`parent_id` and `resume`).
+
+        `run_id` names the run instead of a fresh id; calling again with the same id (a retried
+        work item) never runs what the earlier attempt ran: a run it saved paused or ended emits
+        its events again from the store, one whose process died while tools ran continues.
+        """
+        if run_id is not None:
+            if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+                raise UsageError(
+                    "run_id must be 1-200 ASCII letters, digits, `_`, `.`, `:`, `/` or `-`, "
+                    f"starting with a letter or digit, got {run_id!r}"
+                )
+            if run_id == parent_id:
+                raise UsageError(f"run_id {run_id!r} cannot be its own parent_id")
         if resume is not None:
             if not isinstance(resume, dict):
                 raise UsageError(
@@ -109,7 +122,7 @@ class Agent:
             raise UsageError("an agent call needs a prompt, or parent_id and resume")
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume)
+        return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
 
     async def get_store(self) -> Store:
         if self.store is None:
@@ -130,23 +143,18 @@ class Agent:
 
 
 @dataclass(kw_only=True)
-class _Outcome:
-    """What became of one tool call in this step."""
+class _Begin:
+    """Where a run starts, as read from the store before anything is written."""
 
-    call: PendingCall
-    result: str | None = None
-    suspended: PendingInteraction | None = None
-    cancelled: str | None = None
-    used_answers: list[str] = field(default_factory=list)
-
-
-@dataclass(kw_only=True)
-class _Prepared:
-    """A call ready to execute: its tool, validated arguments, and whether it needs approval."""
-
-    tool: Tool
-    arguments: dict[str, Any]
-    gated: bool
+    run: RunRecord
+    replay: bool = False
+    """`run` is this very run as an earlier attempt saved it paused or ended (not interrupted):
+    emit its events, run nothing."""
+    claim: RunRecord | None = None
+    """The paused parent to claim before the run starts."""
+    cancel_reason: str | None = None
+    durable: bool = False
+    """Whether `run.pending_calls` came from the store (see `Step.durable`)."""
 
 
 class AgentRun:
@@ -159,16 +167,21 @@ class AgentRun:
         prompt: str | None,
         parent_id: str | None,
         resume: dict[str, Any] | None,
+        run_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.prompt = prompt
         self.parent_id = parent_id
         self.resume = resume
-        self.run_id = "run_" + uuid.uuid4().hex
+        self.run_id = run_id or "run_" + uuid.uuid4().hex
         self.output: OutputEvent | None = None
+        self._chosen = run_id is not None
+        """A caller-chosen id may name an earlier attempt of this run, saved in the store."""
         self._started = False
+        self._closing = False
+        """The pause or end of the run is being saved: a cancellation must not undo it."""
 
-    def __aiter__(self) -> AsyncIterator[StartEvent | DeltaEvent | InteractionEvent | OutputEvent]:
+    def __aiter__(self) -> AsyncIterator[Event]:
         self._start()
         return self._events(stream=True)
 
@@ -196,163 +209,212 @@ class AgentRun:
 
     # The run itself ------------------------------------------------------------------------
 
-    async def _events(
-        self, *, stream: bool
-    ) -> AsyncIterator[StartEvent | DeltaEvent | InteractionEvent | OutputEvent]:
+    async def _events(self, *, stream: bool) -> AsyncIterator[Event]:
+        store = await self.agent.get_store()
+        begin = await self._begin(store)
+        run = begin.run
+        if begin.replay:
+            # An earlier attempt paused or ended: its events, so that a retry can post the card
+            # or the answer that the crashed attempt may not have posted.
+            events, output = replayed(run, self.agent.name)
+            for earlier in events:
+                yield earlier
+            self.output = output
+            yield output
+            return
+        journal = Journal(store, run)
+        try:
+            if begin.claim is not None:
+                await self._claim(store, begin.claim)
+            yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.agent.name)
+            if begin.cancel_reason is not None:
+                yield await self._cancel(store, run, begin.cancel_reason, run.pending_calls)
+                return
+            try:
+                async for event in self._loop(store, journal, run, begin.durable, stream):
+                    yield event
+            except Exception as exc:
+                # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
+                log.exception("run %s of agent %s failed", self.run_id, self.agent.name)
+                _clear_step(run)
+                message = f"{type(exc).__name__}: {exc}"
+                yield await self._finish(store, run, "error", reason="exception", message=message)
+        except asyncio.CancelledError:
+            await self._stop(journal, run)
+            raise
+
+    async def _loop(
+        self, store: Store, journal: Journal, run: RunRecord, durable: bool, stream: bool
+    ) -> AsyncIterator[Event]:
         agent = self.agent
-        store = await agent.get_store()
-        run = RunRecord(
-            run_id=self.run_id,
-            parent_id=self.parent_id,
-            agent_name=agent.name,
-            status="success",
-            input=self.prompt,
-            t0=_now_ms(),
-        )
-        carried: dict[str, PendingInteraction] = {}
-        cancel_reason: str | None = None
-        if self.parent_id is None:
-            if agent.system_prompt:
-                run.transcript.append({"role": "system", "content": agent.system_prompt})
-            run.transcript.append({"role": "user", "content": self.prompt})
-        else:
+        iterations = 0
+        while True:
+            if run.pending_calls:
+                step = Step(
+                    agent_name=agent.name,
+                    tools=agent.tools,
+                    run=run,
+                    journal=journal,
+                    durable=durable,
+                )
+                ended = await self._settle(store, run, await step.execute())
+                if ended is not None:
+                    for event in ended:
+                        yield event
+                    return
+            if iterations >= agent.max_iterations:
+                message = f"Agent `{agent.name}` stopped after {agent.max_iterations} model calls"
+                yield await self._finish(
+                    store, run, "error", reason="max_iterations", message=message
+                )
+                return
+            iterations += 1
+            response: ModelResponse | None = None
+            async for item in agent.model.respond(run.transcript, agent._tool_specs, stream=stream):
+                if isinstance(item, str):
+                    yield DeltaEvent(run_id=self.run_id, path=agent.name, text=item)
+                else:
+                    response = item
+            if response is None:
+                raise RuntimeError(f"model {agent.model.name!r} returned no response")
+            for key, value in response.usage.items():
+                run.usage[key] = run.usage.get(key, 0) + value
+            response.tool_calls = _unique_ids(response.tool_calls, run.transcript)
+            run.transcript.append(response.message())
+            if not response.tool_calls:
+                run.output = response.text
+                yield await self._finish(store, run, "success")
+                return
+            run.pending_calls = [
+                PendingCall(tool_call_id=c.id, name=c.name, arguments=c.arguments)
+                for c in response.tool_calls
+            ]
+            durable = False  # these calls are in no record yet
+
+    async def _settle(
+        self, store: Store, run: RunRecord, outcomes: list[Outcome]
+    ) -> list[Event] | None:
+        """Add the step's results to the transcript; the events that end the run, if it ends."""
+        run.transcript += [
+            tool_message(o.call.tool_call_id, o.result) for o in outcomes if o.result is not None
+        ]
+        cancelled = next((o.cancelled for o in outcomes if o.cancelled), None)
+        if cancelled is not None:
+            still_open = [o.call for o in outcomes if o.result is None]
+            return [await self._cancel(store, run, cancelled, still_open)]
+        waiting = [o for o in outcomes if o.suspended is not None]
+        if waiting:
+            return await self._pause(store, run, waiting)
+        _clear_step(run)
+        return None
+
+    # Where a run starts -------------------------------------------------------------------
+
+    async def _begin(self, store: Store) -> _Begin:
+        """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
+        parent: RunRecord | None = None
+        if self.parent_id is not None:
             parent = await store.load_run(self.parent_id)
             if parent is None:
                 raise RunNotFound(f"No run `{self.parent_id}` in the store", run_id=self.parent_id)
-            if self.resume is not None:
-                if parent.agent_name != agent.name:
-                    # Interaction ids include the agent's name, so another agent's handlers could
-                    # never find these answers: they would ask again, forever.
-                    raise UsageError(
-                        f"Run `{parent.run_id}` belongs to agent `{parent.agent_name}`; "
-                        f"agent `{agent.name}` cannot resume it"
-                    )
-                cancel_reason, accepted = await self._claim_for_resume(store, parent, self.resume)
-                run.input = parent.input if self.prompt is None else self.prompt
-                run.transcript = list(parent.transcript)
-                run.pending_calls = list(parent.pending_calls)
-                run.answers = {**parent.answers, **accepted}
-                carried = {i.tool_call_id or "": i for i in parent.interactions}
-            else:
-                run.transcript = list(parent.transcript)
-                if parent.status == "paused":
-                    await self._claim(store, parent)
-                    run.transcript += [
-                        _tool_message(c.tool_call_id, SUPERSEDED) for c in parent.pending_calls
-                    ]
-                run.transcript.append({"role": "user", "content": self.prompt})
+        # An earlier attempt claims a paused parent before it saves anything, so a parent that is
+        # paused and unclaimed means there is none: that read is saved on the common path.
+        unclaimed = parent is not None and parent.status == "paused" and parent.resumed_by is None
+        if self._chosen and not unclaimed:
+            saved = await store.load_run(self.run_id)
+            if saved is not None:
+                return self._earlier_attempt(saved)
+        if parent is None:
+            return _Begin(run=self._new_run())
+        if self.resume is not None:
+            return self._resume_from(parent, self.resume)
+        return self._continue_from(parent)
 
-        yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=agent.name)
-        if cancel_reason is not None:
-            # Close every open call so that a follow-up can continue from a valid transcript.
-            run.transcript += [
-                _tool_message(c.tool_call_id, f"Cancelled: {cancel_reason}")
-                for c in run.pending_calls
-            ]
-            run.pending_calls, run.answers = [], {}
-            yield await self._finish(
-                store, run, "cancelled", reason="cancelled", message=cancel_reason
+    def _earlier_attempt(self, saved: RunRecord) -> _Begin:
+        if saved.agent_name != self.agent.name or saved.parent_id != self.parent_id:
+            raise UsageError(
+                f"Run id `{self.run_id}` already names a run of agent `{saved.agent_name}` with "
+                f"parent `{saved.parent_id}`; a retry must repeat the call that made it"
             )
-            return
-        try:
-            iterations = 0
-            while True:
-                if run.pending_calls:
-                    outcomes = await self._run_calls(run, carried)
-                    carried = {}
-                    waiting = [o for o in outcomes if o.suspended is not None]
-                    cancelled = next((o.cancelled for o in outcomes if o.cancelled), None)
-                    for outcome in outcomes:
-                        if outcome.result is not None:
-                            run.transcript.append(
-                                _tool_message(outcome.call.tool_call_id, outcome.result)
-                            )
-                    if cancelled is not None:
-                        for outcome in outcomes:
-                            if outcome.result is None:
-                                run.transcript.append(
-                                    _tool_message(
-                                        outcome.call.tool_call_id, f"Cancelled: {cancelled}"
-                                    )
-                                )
-                        run.pending_calls, run.answers = [], {}
-                        yield await self._finish(
-                            store, run, "cancelled", reason="cancelled", message=cancelled
-                        )
-                        return
-                    if waiting:
-                        async for event in self._pause(store, run, waiting):
-                            yield event
-                        return
-                    run.pending_calls, run.answers = [], {}
-                if iterations >= agent.max_iterations:
-                    yield await self._finish(
-                        store,
-                        run,
-                        "error",
-                        reason="max_iterations",
-                        message=f"Agent `{agent.name}` stopped after "
-                        f"{agent.max_iterations} model calls",
-                    )
-                    return
-                iterations += 1
-                response: ModelResponse | None = None
-                async for item in agent.model.respond(
-                    run.transcript, agent._tool_specs, stream=stream
-                ):
-                    if isinstance(item, str):
-                        yield DeltaEvent(run_id=self.run_id, path=agent.name, text=item)
-                    else:
-                        response = item
-                if response is None:
-                    raise RuntimeError(f"model {agent.model.name!r} returned no response")
-                for key, value in response.usage.items():
-                    run.usage[key] = run.usage.get(key, 0) + value
-                response.tool_calls = _unique_ids(response.tool_calls, run.transcript)
-                run.transcript.append(response.message())
-                if not response.tool_calls:
-                    run.output = response.text
-                    yield await self._finish(store, run, "success")
-                    return
-                run.pending_calls = [
-                    PendingCall(tool_call_id=c.id, name=c.name, arguments=c.arguments)
-                    for c in response.tool_calls
-                ]
-        except Exception as exc:
-            # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
-            log.exception("run %s of agent %s failed", self.run_id, agent.name)
-            run.pending_calls, run.answers, run.interactions = [], {}, []
-            yield await self._finish(
-                store, run, "error", reason="exception", message=f"{type(exc).__name__}: {exc}"
+        if saved.status == "running" or saved.reason == "interrupted":
+            # Its process died while tools ran (continue from the journal), or its task was
+            # cancelled, as a worker that shuts down does to hand its work on: a retry finishes
+            # the work, and the calls that were stopped keep their "Interrupted" results.
+            saved.status, saved.reason, saved.message = "running", None, None
+            return _Begin(run=saved, durable=True)
+        return _Begin(run=saved, replay=True)
+
+    def _new_run(self) -> RunRecord:
+        run = RunRecord(
+            run_id=self.run_id,
+            parent_id=None,
+            agent_name=self.agent.name,
+            status="running",
+            input=self.prompt,
+            t0=_now_ms(),
+            root_id=self.run_id,
+            id_scheme=ID_SCHEME,
+        )
+        if self.agent.system_prompt:
+            run.transcript.append({"role": "system", "content": self.agent.system_prompt})
+        run.transcript.append({"role": "user", "content": self.prompt})
+        return run
+
+    def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:
+        return RunRecord(
+            run_id=self.run_id,
+            parent_id=parent.run_id,
+            agent_name=self.agent.name,
+            status="running",
+            input=self.prompt,
+            t0=_now_ms(),
+            # A parent saved before runs had a root: its own id still tells its thread apart.
+            root_id=parent.root_id or parent.run_id,
+            id_scheme=id_scheme,
+            transcript=list(parent.transcript),
+        )
+
+    def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> _Begin:
+        if parent.agent_name != self.agent.name:
+            # Interaction ids include the agent's name, so another agent's handlers could never
+            # find these answers: they would ask again, forever.
+            raise UsageError(
+                f"Run `{parent.run_id}` belongs to agent `{parent.agent_name}`; "
+                f"agent `{self.agent.name}` cannot resume it"
             )
-
-    async def _claim_for_resume(
-        self, store: Store, parent: RunRecord, resume: dict[str, Any]
-    ) -> tuple[str | None, dict[str, Any]]:
-        """Check every answer, then claim the parent.
-
-        Returns the cancel reason if one was given, and the other answers as JSON data.
-        """
         self._check_paused(parent)
-        waiting = {i.interaction_id: i for i in parent.interactions}
-        cancel: str | None = None
-        accepted: dict[str, Any] = {}
-        for iid, value in resume.items():
-            interaction = waiting.get(iid)
-            if interaction is None:
-                known = ", ".join(f"`{k}`" for k in waiting) or "nothing"
-                raise UnknownInteraction(
-                    f"Run `{parent.run_id}` is not waiting for interaction `{iid}` "
-                    f"(it is waiting for {known})",
-                    run_id=parent.run_id,
-                    interaction_id=iid,
-                )
-            if isinstance(value, Cancel):
-                cancel = cancel or str(value.reason)
-                continue
-            accepted[iid] = check_answer(parent.run_id, interaction, value)
-        await self._claim(store, parent)
-        return cancel, accepted
+        cancel_reason, accepted = _check_answers(parent, resume)
+        # The handlers that resume recompute the ids they paused with: same scheme as the parent.
+        run = self._child(parent, id_scheme=parent.id_scheme)
+        run.input = parent.input if self.prompt is None else self.prompt
+        run.pending_calls = list(parent.pending_calls)
+        run.interactions = list(parent.interactions)
+        run.answers = {**parent.answers, **accepted}
+        return _Begin(
+            run=run, claim=self._to_claim(parent), cancel_reason=cancel_reason, durable=True
+        )
+
+    def _continue_from(self, parent: RunRecord) -> _Begin:
+        run = self._child(parent, id_scheme=ID_SCHEME)
+        claim: RunRecord | None = None
+        if parent.status == "paused":
+            self._check_paused(parent)
+            claim = self._to_claim(parent)
+            run.transcript += [
+                tool_message(c.tool_call_id, SUPERSEDED) for c in parent.pending_calls
+            ]
+        elif parent.status == "running":
+            # Its process died while tools ran (a thread runs one turn at a time, so the caller
+            # knows it is not running elsewhere): close its calls with what the journal says.
+            run.transcript += closing_results(
+                parent, started=INTERRUPTED_BY_CRASH, not_started=INTERRUPTED_BY_STOP
+            )
+        run.transcript.append({"role": "user", "content": self.prompt})
+        return _Begin(run=run, claim=claim)
+
+    def _to_claim(self, parent: RunRecord) -> RunRecord | None:
+        # Claimed already by this very run id: an earlier attempt that saved nothing after it.
+        return None if parent.resumed_by == self.run_id else parent
 
     def _check_paused(self, parent: RunRecord) -> None:
         if parent.status != "paused":
@@ -362,171 +424,108 @@ class AgentRun:
                 run_id=parent.run_id,
                 status=parent.status,
             )
-        if parent.resumed_by is not None:
+        if parent.resumed_by is not None and parent.resumed_by != self.run_id:
             raise _already(parent.run_id, parent.resumed_by)
 
     async def _claim(self, store: Store, parent: RunRecord) -> None:
-        self._check_paused(parent)
         claim = await store.claim_run(parent.run_id, child_id=self.run_id)
-        if not claim.won:
-            if claim.run is None:
-                raise RunNotFound(f"No run `{parent.run_id}` in the store", run_id=parent.run_id)
-            if claim.run.status != "paused":
-                self._check_paused(claim.run)
-            raise _already(parent.run_id, claim.run.resumed_by)
+        if claim.won:
+            return
+        if claim.run is None:
+            raise RunNotFound(f"No run `{parent.run_id}` in the store", run_id=parent.run_id)
+        if claim.run.resumed_by == self.run_id:
+            return  # our own earlier attempt (a store whose claim is not idempotent says lost)
+        self._check_paused(claim.run)
+        raise _already(parent.run_id, claim.run.resumed_by)
 
-    async def _run_calls(
-        self, run: RunRecord, carried: dict[str, PendingInteraction]
-    ) -> list[_Outcome]:
-        """Execute the calls that can make progress; calls still waiting keep their interaction."""
-        outcomes: list[_Outcome] = []
-        runnable: list[_Outcome] = []
-        for call in run.pending_calls:
-            outcome = _Outcome(call=call)
-            waiting = carried.get(call.tool_call_id)
-            if waiting is not None and waiting.interaction_id not in run.answers:
-                # Nobody answered this one: do not re-run its handler just to pause again.
-                outcome.suspended = waiting
-            else:
-                runnable.append(outcome)
-            outcomes.append(outcome)
-        # Every call is prepared (tool found, arguments validated, approval policy read) before
-        # any handler runs: a policy that fails ends the run with no sibling half-executed.
-        ready = [(o, await self._prepare(o)) for o in runnable]
-        calls = [self._execute(o, prepared, run.answers) for o, prepared in ready if prepared]
-        if len(calls) == 1:
-            await calls[0]
-        elif calls:
-            await asyncio.gather(*calls)
-        # Answers nobody used in this step belong to the calls that were not re-run.
-        used = {iid for o in runnable for iid in o.used_answers}
-        leftover = [iid for iid in run.answers if iid not in used]
-        for outcome in outcomes:
-            if outcome not in runnable:
-                outcome.used_answers = leftover
-        return outcomes
+    # How a run ends -----------------------------------------------------------------------
 
-    async def _prepare(self, outcome: _Outcome) -> _Prepared | None:
-        """The call's tool, arguments and gate; None when the call already has its result.
-
-        Raises `ApprovalPolicyError` when the tool's policy cannot be read: that ends the run.
-        """
-        agent = self.agent
-        call = outcome.call
-        tool = agent.tools.get(call.name)
-        if tool is None:
-            names = ", ".join(f"`{n}`" for n in agent.tools) or "none"
-            outcome.result = f"Error: there is no tool `{call.name}` (available: {names})"
-            return None
-        try:
-            arguments = tool.parse_arguments(call.arguments)
-        except ArgumentsError as exc:
-            outcome.result = f"Error: invalid arguments for tool `{tool.name}`: {exc}"
-            return None
-        gated = await tool.needs_approval(arguments)
-        return _Prepared(tool=tool, arguments=arguments, gated=gated)
-
-    async def _execute(
-        self, outcome: _Outcome, prepared: _Prepared, answers: dict[str, Any]
-    ) -> None:
-        agent = self.agent
-        call = outcome.call
-        tool, arguments = prepared.tool, prepared.arguments
-        scope = HandlerScope(
-            path=f"{agent.name}.{tool.name}",
-            name=tool.name,
-            tool_call_id=call.tool_call_id,
-            answers=answers,
-        )
-        token = current_scope.set(scope)
-        try:
-            if prepared.gated:
-                decision = scope.suspend(
-                    {
-                        "tool": tool.name,
-                        # JSON first, so that redaction also reaches into model-typed arguments.
-                        "arguments": redact(to_jsonable_python(arguments, fallback=str)),
-                        "tool_call_id": call.tool_call_id,
-                    },
-                    "approval",
-                    APPROVAL_SCHEMA,
-                )
-                approved, reason = _decision(decision)
-                if not approved:
-                    outcome.result = f"Denied: {reason}"
-                    return
-            value = tool.handler(**arguments)
-            if inspect.isawaitable(value):
-                value = await value
-            outcome.result = _as_text(value)
-        except Suspended as pause:
-            outcome.suspended = pause.interaction
-        except Cancelled as cancel:
-            outcome.cancelled = cancel.reason
-        except Exception as exc:
-            log.warning("tool %s failed: %r", tool.name, exc)
-            outcome.result = f"Error: tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
-        finally:
-            outcome.used_answers = scope.used
-            current_scope.reset(token)
-
-    async def _pause(
-        self, store: Store, run: RunRecord, waiting: list[_Outcome]
-    ) -> AsyncIterator[InteractionEvent | OutputEvent]:
-        run.status, run.reason = "paused", "input_required"
+    async def _pause(self, store: Store, run: RunRecord, waiting: list[Outcome]) -> list[Event]:
         run.pending_calls = [o.call for o in waiting]
         run.interactions = [o.suspended for o in waiting if o.suspended is not None]
         keep = {iid for o in waiting for iid in o.used_answers}
         run.answers = {k: v for k, v in run.answers.items() if k in keep}
+        run.results, run.started = {}, []
         # Saved before any interaction is emitted: a caller may stop iterating at the first one
         # and still resume with its id.
         output = await self._finish(store, run, "cancelled", reason="input_required", paused=True)
-        for interaction in run.interactions:
-            yield InteractionEvent(
-                run_id=self.run_id,
-                path=self.agent.name,
-                t0=interaction.t0,
-                interaction_id=interaction.interaction_id,
-                kind=interaction.kind,
-                runnable_path=interaction.runnable_path,
-                runnable_name=interaction.runnable_name,
-                runnable_type=interaction.runnable_type,
-                tool_call_id=interaction.tool_call_id,
-                payload=interaction.payload,
-                response_schema=interaction.response_schema,
-            )
-        yield output
+        path = self.agent.name
+        return [*(interaction_event(run, path, i) for i in run.interactions), output]
+
+    async def _cancel(
+        self, store: Store, run: RunRecord, reason: str, still_open: list[PendingCall]
+    ) -> OutputEvent:
+        """End the run `cancelled/cancelled` (an answer was `Cancel`); the calls still open get
+        `Cancelled: <reason>` so that a follow-up can continue from a valid transcript."""
+        run.transcript += [
+            tool_message(call.tool_call_id, f"Cancelled: {reason}") for call in still_open
+        ]
+        _clear_step(run)
+        return await self._finish(store, run, "cancelled", reason="cancelled", message=reason)
 
     async def _finish(
         self,
         store: Store,
         run: RunRecord,
-        code: str,
+        code: EventCode,
         *,
         reason: str | None = None,
         message: str | None = None,
         paused: bool = False,
     ) -> OutputEvent:
         run.t1 = _now_ms()
-        status: RunStatus = "paused" if paused else code  # type: ignore[assignment]
-        run.status = status
-        run.reason = reason
+        run.status = "paused" if paused else code
+        run.reason, run.message = reason, message
         if code == "error":
             run.error = message
+        self._closing = True
         await store.save_run(run)
-        self.output = OutputEvent(
-            run_id=run.run_id,
-            parent_id=run.parent_id,
-            path=self.agent.name,
-            status=EventStatus(code=code, reason=reason, message=message),  # type: ignore[arg-type]
-            input=run.input,
-            output=run.output,
-            error=run.error,
-            t0=run.t0,
-            t1=run.t1,
-            usage=dict(run.usage),
-        )
+        self.output = output_event(run, self.agent.name)
         return self.output
+
+    async def _stop(self, journal: Journal, run: RunRecord) -> None:
+        """The task running this run was cancelled: save what it did, `cancelled/interrupted`.
+
+        Calls in flight or not started get `INTERRUPTED_BY_STOP` so that the transcript stays
+        valid and a follow-up (`parent_id` = this run) can continue from it.
+        """
+        if not self._closing:
+            run.transcript += closing_results(
+                run, started=INTERRUPTED_BY_STOP, not_started=INTERRUPTED_BY_STOP
+            )
+            _clear_step(run)
+            run.t1 = _now_ms()
+            run.status, run.reason, run.message = "cancelled", "interrupted", STOPPED
+        # Else the pause or end was being saved: save that again, it may not have landed.
+        await journal.save_stopped()
+
+
+def _check_answers(parent: RunRecord, resume: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The cancel reason if one was given, and the other answers checked, as JSON data."""
+    waiting = {i.interaction_id: i for i in parent.interactions}
+    cancel: str | None = None
+    accepted: dict[str, Any] = {}
+    for iid, value in resume.items():
+        interaction = waiting.get(iid)
+        if interaction is None:
+            known = ", ".join(f"`{k}`" for k in waiting) or "nothing"
+            raise UnknownInteraction(
+                f"Run `{parent.run_id}` is not waiting for interaction `{iid}` "
+                f"(it is waiting for {known})",
+                run_id=parent.run_id,
+                interaction_id=iid,
+            )
+        if isinstance(value, Cancel):
+            cancel = cancel or str(value.reason)
+            continue
+        accepted[iid] = check_answer(parent.run_id, interaction, value)
+    return cancel, accepted
+
+
+def _clear_step(run: RunRecord) -> None:
+    """Forget the step that just ended (its results are in the transcript now)."""
+    run.pending_calls, run.interactions, run.answers = [], [], {}
+    run.results, run.started = {}, []
 
 
 def _already(run_id: str, resumed_by: str | None) -> RunAlreadyResumed:
@@ -535,22 +534,6 @@ def _already(run_id: str, resumed_by: str | None) -> RunAlreadyResumed:
         run_id=run_id,
         resumed_by=resumed_by,
     )
-
-
-def _decision(answer: Any) -> tuple[bool, str]:
-    if isinstance(answer, dict):
-        return bool(answer.get("approved")), str(answer.get("reason") or "no reason given")
-    return bool(answer), "no reason given"
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        # pydantic models and dataclasses become JSON objects, not their repr.
-        return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _unique_ids(calls: list[ToolCall], transcript: list[dict[str, Any]]) -> list[ToolCall]:
@@ -572,7 +555,3 @@ def _unique_ids(calls: list[ToolCall], transcript: list[dict[str, Any]]) -> list
         seen.add(call.id)
         unique.append(call)
     return unique
-
-
-def _tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from ._agent import Agent
 
@@ -75,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE:ATTR",
         help=f"the Agent to serve (default: {DEFAULT_AGENT}, the chat-ops example)",
     )
+    run.add_argument(
+        "--role",
+        choices=("all", "web", "worker"),
+        default="all",
+        help="all (default): take Slack requests and do the work; web: only verify, record "
+        "and ack Slack's requests; worker: only work the store's inbox (no Slack endpoint, "
+        "no Socket Mode; /healthz on PORT). Any number of each may share one store.",
+    )
     dev = commands.add_parser("dev", help="open the local playground: a Slack stand-in")
     dev.add_argument("--agent", default=DEFAULT_AGENT, metavar="MODULE:ATTR")
     dev.add_argument("--host", default="127.0.0.1")
@@ -117,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.command in ("audit", "pending"):
         return _view(args.command, args.store, args.limit, args.json)
-    return _run(args.agent)
+    return _run(args.agent, args.role)
 
 
 def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
@@ -139,12 +148,12 @@ def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
     return 0
 
 
-def _run(ref: str) -> int:
+def _run(ref: str, role: str = "all") -> int:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     from state import StoreError
 
-    from .slack import ConfigError, load_settings, serve
+    from .slack import ConfigError, Role, load_settings, serve
 
     try:
         settings = load_settings()
@@ -156,7 +165,7 @@ def _run(ref: str) -> int:
     )
     try:
         agent = load_agent(ref)
-        asyncio.run(serve(agent, settings))
+        asyncio.run(serve(agent, settings, role=cast("Role", role)))
     except (AgentRefError, ConfigError) as error:
         return _fail(str(error))
     except StoreError as error:

@@ -15,7 +15,8 @@ from ._model import ModelResponse, ToolCall
 __all__ = ["FunctionModel", "ScriptReply", "to_response"]
 
 ScriptReply = str | list[dict[str, Any]]
-"""The answer text, or tool calls `{"name": ..., "arguments": {...}}`."""
+"""The answer text, or tool calls `{"name": ..., "arguments": {...}}`; a call may give its own
+`"id"`, as model servers that send `call_0` on every turn do."""
 
 _prefix = os.urandom(4).hex()
 _counter = itertools.count()
@@ -27,7 +28,8 @@ def _call_id() -> str:
 
 
 def to_response(reply: ScriptReply) -> ModelResponse:
-    """Turn what a script returned into a model turn, with fresh tool call ids."""
+    """Turn what a script returned into a model turn, with fresh tool call ids unless the
+    script gave some."""
     if isinstance(reply, str):
         return ModelResponse(text=reply)
     if not isinstance(reply, list):
@@ -40,7 +42,10 @@ def to_response(reply: ScriptReply) -> ModelResponse:
             )
         arguments = item.get("arguments", {})
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        calls.append(ToolCall(id=_call_id(), name=item["name"], arguments=raw))
+        given = item.get("id")
+        if given is not None and not isinstance(given, str):
+            raise UsageError(f"a scripted tool call id must be a str: {item!r}")
+        calls.append(ToolCall(id=given or _call_id(), name=item["name"], arguments=raw))
     return ModelResponse(tool_calls=calls)
 
 

@@ -1,8 +1,10 @@
-"""`suspend()`: how a tool handler stops the run and waits for a person.
+"""`suspend()` and `current_call()`: what a tool handler can ask of the run it runs in.
 
 A handler runs inside a `HandlerScope` that knows the answers accepted so far. `suspend()` derives
 the interaction id deterministically, returns the answer when there is one, and otherwise raises
 `Suspended`, a `BaseException`, so that a tool's `except Exception:` cannot swallow the pause.
+`current_call()` names the call being executed, with a key that stays the same when the same run
+is retried, for tools that pass it on to an external API.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from state import PendingInteraction
 
+from ._errors import UsageError
 from ._schema import check_schema
 
 __all__ = [
+    "CallContext",
     "Cancel",
     "Cancelled",
     "HandlerScope",
     "Suspended",
     "as_json_payload",
+    "current_call",
     "interaction_id",
     "suspend",
 ]
@@ -74,10 +79,44 @@ def as_json_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def interaction_id(path: str, payload: dict[str, Any], tool_call_id: str | None, index: int) -> str:
-    """A stable id from the handler path, payload, tool call and occurrence index."""
-    material = f"{path}\x1f{_canonical(payload)}\x1f{tool_call_id or ''}\x1f{index}"
+def interaction_id(
+    path: str,
+    payload: dict[str, Any],
+    tool_call_id: str | None,
+    index: int,
+    *,
+    root_id: str | None = None,
+) -> str:
+    """A stable id from the conversation, handler path, payload, tool call and occurrence index.
+
+    `root_id` None is scheme 1, the ids of runs saved before the conversation was hashed in; some
+    model servers send `call_0` in every conversation, so without it two threads making the same
+    call would share an id.
+    """
+    return _interaction_id(path, _canonical(payload), tool_call_id, index, root_id)
+
+
+def _interaction_id(
+    path: str, canonical: str, tool_call_id: str | None, index: int, root_id: str | None
+) -> str:
+    material = f"{path}\x1f{canonical}\x1f{tool_call_id or ''}\x1f{index}"
+    if root_id is not None:
+        material = f"{root_id}\x1f{material}"
     return "int_" + hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallContext:
+    """The tool call a handler is executing, as `current_call()` returns it."""
+
+    run_id: str
+    """The run executing the call (a retried run keeps its caller-chosen id)."""
+    tool_call_id: str
+    tool: str
+    """The tool's name."""
+    idempotency_key: str
+    """`run_id` and `tool_call_id`: the same on every retry of the same run, distinct for every
+    other call, so an external API can deduplicate on it."""
 
 
 @dataclass(kw_only=True)
@@ -88,6 +127,9 @@ class HandlerScope:
     name: str
     tool_call_id: str | None
     answers: dict[str, Any]
+    run_id: str = ""
+    root_id: str | None = None
+    """Hashed into interaction ids (scheme 2); None for a run saved with scheme 1."""
     occurrences: dict[str, int] = field(default_factory=dict)
     used: list[str] = field(default_factory=list)
     """Answer ids this execution consumed; a run that pauses again must keep them."""
@@ -99,7 +141,7 @@ class HandlerScope:
         canonical = _canonical(payload)
         index = self.occurrences.get(canonical, 0)
         self.occurrences[canonical] = index + 1
-        iid = interaction_id(self.path, payload, self.tool_call_id, index)
+        iid = _interaction_id(self.path, canonical, self.tool_call_id, index, self.root_id)
         if iid in self.answers:
             answer = self.answers[iid]
             if isinstance(answer, Cancel):
@@ -142,3 +184,17 @@ def suspend(
     if not isinstance(payload, dict):
         raise TypeError(f"suspend() takes a dict payload, got {type(payload).__name__}")
     return scope.suspend(payload, kind, response_schema)
+
+
+def current_call() -> CallContext:
+    """The tool call the calling handler executes (also from a thread it was started in by
+    `asyncio.to_thread`, which copies the context); `UsageError` outside a handler."""
+    scope = current_scope.get()
+    if scope is None or scope.tool_call_id is None:
+        raise UsageError("current_call() was called outside a tool handler of a running agent")
+    return CallContext(
+        run_id=scope.run_id,
+        tool_call_id=scope.tool_call_id,
+        tool=scope.name,
+        idempotency_key=f"{scope.run_id}:{scope.tool_call_id}",
+    )

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import re
+import threading
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, get_type_hints
+from functools import partial
+from typing import Any, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._errors import ApprovalPolicyError, UsageError
 
-__all__ = ["ApprovalRule", "Tool", "as_tool"]
+__all__ = ["ApprovalRule", "Tool", "as_tool", "mark_pure"]
 
 ApprovalRule = bool | Callable[..., bool | Awaitable[bool]]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_PURE = "__handback_pure__"
+
+
+def mark_pure(handler: _F) -> _F:
+    """Mark a handler as pure wherever it is wrapped: `Tool(handler)` defaults to `pure=True`."""
+    setattr(handler, _PURE, True)
+    return handler
+
 
 # What the Chat Completions API accepts as a function name; `str.isalnum` would let `é` through.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -26,7 +41,16 @@ class ArgumentsError(ValueError):
 
 
 class Tool:
-    """A handler (sync or async) exposed to the model as a function tool."""
+    """A handler (sync or async) exposed to the model as a function tool.
+
+    `idempotent=True` says running the handler twice for the same call does no harm (it reads,
+    or it passes `current_call().idempotency_key` to an API that deduplicates): a call that was
+    running when its process died is run again instead of reported as interrupted.
+
+    `pure=True` says the handler has no side effect at all beyond `suspend()` and never blocks
+    (like the ready tools in `bot.tools`): the runtime saves no journal entry around it and
+    calls it on the event loop even when it is sync. Other sync handlers run in a worker thread.
+    """
 
     def __init__(
         self,
@@ -34,6 +58,9 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         requires_approval: ApprovalRule = False,
+        *,
+        idempotent: bool = False,
+        pure: bool | None = None,
     ) -> None:
         if not callable(handler):
             raise UsageError(f"Tool handler must be callable, got {handler!r}")
@@ -51,6 +78,8 @@ class Tool:
             )
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
+        self.idempotent = bool(idempotent)
+        self.pure = bool(getattr(handler, _PURE, False) if pure is None else pure)
         self._arguments = _arguments_model(handler, self.name)
         self.parameters = self._arguments.model_json_schema()
         self.parameters.pop("title", None)
@@ -64,6 +93,21 @@ class Tool:
         if self.description:
             function["description"] = self.description
         return {"type": "function", "function": function}
+
+    async def invoke(self, arguments: dict[str, Any]) -> Any:
+        """Call the handler; a sync handler that is not pure runs in a thread of its own, so a
+        blocking tool never stalls the event loop (see `_in_thread`)."""
+        if self.is_async:
+            return await self.handler(**arguments)
+        if self.pure:
+            value = self.handler(**arguments)
+        else:
+            value = await _in_thread(self.handler, arguments, name=f"handback-tool-{self.name}")
+        # A sync function may still return an awaitable (a functools.partial of a coroutine
+        # function, a lambda returning one): await it here, on the loop.
+        if inspect.isawaitable(value):
+            value = await value
+        return value
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """Validated keyword arguments from the model's JSON string, or `ArgumentsError`."""
@@ -86,7 +130,9 @@ class Tool:
     async def needs_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether this call must be approved; a policy that does not say so plainly fails.
 
-        A policy answers with a real `bool` (an `async def` policy is awaited). Anything else,
+        A sync policy is called on the event loop, not in a worker thread: policies are cheap
+        checks of the arguments, and one that blocks is a bug in the policy. A policy answers
+        with a real `bool` (an `async def` policy is awaited). Anything else,
         `None` from a forgotten `return`, `[]`, `"no"`, `1`, or an exception, raises
         `ApprovalPolicyError`: reading it as truthy or falsy could run the tool unapproved.
         """
@@ -109,6 +155,38 @@ class Tool:
                 tool=self.name,
             )
         return decision
+
+
+async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, name: str) -> Any:
+    """`handler(**arguments)` in a new daemon thread, in a copy of the caller's context (as
+    `asyncio.to_thread` does, so `suspend()` and `current_call()` work there).
+
+    Not `asyncio.to_thread`: the threads of its pool, like those of every `ThreadPoolExecutor`,
+    are joined when the process exits, so one tool that blocks would hold a process that was
+    told to stop (SIGTERM) past its grace period. A daemon thread is not waited for; the run it
+    belonged to was saved as interrupted when its task was cancelled, and what the thread
+    returns after that is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():  # cancelled: nobody waits for it any more
+            outcome()
+
+    def work() -> None:
+        try:
+            value = context.run(handler, **arguments)
+        except BaseException as exc:  # the pause (`Suspended`) is a BaseException too
+            report = partial(settle, partial(done.set_exception, exc))
+        else:
+            report = partial(settle, partial(done.set_result, value))
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the process is stopping
+            loop.call_soon_threadsafe(report)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await done
 
 
 def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:

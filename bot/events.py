@@ -52,9 +52,14 @@ class InteractionEvent(BaseEvent):
 
 
 class RunStatus(BaseModel):
+    """How a run ended. `reason` says why: for `cancelled`, `input_required` (paused, waiting for
+    the interactions emitted before), `cancelled` (an answer was `Cancel`) or `interrupted` (the
+    task running it was cancelled); for `error`, `exception` or `max_iterations`."""
+
     code: Literal["success", "error", "cancelled"]
     reason: str | None = None
     message: str | None = None
+    """The cancel reason, the error, or `the run was stopped`."""
 
 
 class OutputEvent(BaseEvent):

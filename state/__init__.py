@@ -1,4 +1,5 @@
-"""Where handback keeps runs, pending interactions, threads and its audit log (Redis or SQLite)."""
+"""Where handback keeps runs, pending interactions, threads, its inbox of accepted work and its
+audit log (Redis or SQLite)."""
 
 from ._errors import (
     CorruptRecordError,
@@ -7,9 +8,10 @@ from ._errors import (
     StoreError,
     StoreURLError,
 )
+from ._inbox import WorkItem
 from ._keys import THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
-from ._protocol import AuditLog, ConversationStore, InteractionStore, RunStore, Store
+from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
 from ._records import (
     AuditAction,
     AuditEntry,
@@ -33,6 +35,7 @@ __all__ = [
     "ConversationStore",
     "CorruptRecordError",
     "HandbackError",
+    "Inbox",
     "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",
@@ -49,6 +52,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreURLError",
+    "WorkItem",
     "open_store",
     "store_from_url",
 ]

@@ -65,7 +65,12 @@ def encode_run(run: RunRecord) -> bytes:
 
 
 def decode_run(data: Raw, *, key: str, run_id: str, resumed_by: Raw | None) -> RunRecord:
-    """The stored run; `resumed_by` is kept apart from the JSON so a claim need not rewrite it."""
+    """The stored run; `resumed_by` is kept apart from the JSON so a claim need not rewrite it.
+
+    A record saved before a field existed (`root_id`, `id_scheme`, `message`, the journal's
+    `started` and `results`) gets the field's default, which is chosen to mean what that record
+    meant: `id_scheme` 1, the interaction ids of its time; an empty journal.
+    """
     run = _validate(_RUN, data, key=key, kind="run")
     if run.run_id != run_id:
         raise CorruptRecordError(key, "run", f"it holds run {run.run_id!r}")

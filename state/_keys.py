@@ -12,6 +12,7 @@ __all__ = [
     "AUDIT_CAP",
     "DEFAULT_PREFIX",
     "DELIVERY_TTL",
+    "INBOX_GROUP",
     "INTERACTION_GRACE",
     "LONGEST_WAIT",
     "PRUNE_EVERY",
@@ -54,6 +55,10 @@ SETTLED_TTL = RUN_TTL
 
 DELIVERY_TTL = 3600
 """Slack retries an event three times within minutes; an hour covers every retry with margin."""
+
+INBOX_GROUP = "workers"
+"""The one consumer group of the inbox stream: every process takes from it, so each item is
+leased to one consumer at a time (a name, not a key)."""
 
 AUDIT_CAP = 10_000
 """The audit log keeps the newest entries only: it is for people reading recent activity."""
@@ -129,6 +134,20 @@ class RedisKeys:
     def delivery(self, event_id: str) -> str:
         """String set with NX: its existence means the event was already handled."""
         return f"{self.prefix}event:{event_id}"
+
+    # `{inbox}` is a hash tag: on a Redis Cluster the stream and every dedupe mark hash to one
+    # slot, so the enqueue script may write both. One slot for the whole inbox is by design: it is
+    # one queue, and a stream cannot be split across slots anyway.
+
+    @property
+    def inbox(self) -> str:
+        """Stream of work items (fields `kind` and `body`), read through the `INBOX_GROUP`
+        consumer group; an item leaves it when done (XACK + XDEL), so it never needs a TTL."""
+        return f"{self.prefix}{{inbox}}:items"
+
+    def inbox_seen(self, dedupe: str) -> str:
+        """String set with NX and a `DELIVERY_TTL`: an item with this dedupe key was enqueued."""
+        return f"{self.prefix}{{inbox}}:seen:{dedupe}"
 
     @property
     def audit(self) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._inbox import WorkItem
 from ._records import (
     AuditEntry,
     InteractionClaim,
@@ -13,7 +15,7 @@ from ._records import (
     RunRecord,
 )
 
-__all__ = ["AuditLog", "ConversationStore", "InteractionStore", "RunStore", "Store"]
+__all__ = ["AuditLog", "ConversationStore", "Inbox", "InteractionStore", "RunStore", "Store"]
 
 
 @runtime_checkable
@@ -29,8 +31,10 @@ class RunStore(Protocol):
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         """Atomically mark a paused, unclaimed run as resumed by `child_id` (one round trip).
 
-        Won only when the run exists, its status is `paused` and `resumed_by` is unset. A lost
-        claim returns the stored run unchanged, so the caller can name the winner.
+        Won only when the run exists, its status is `paused` and `resumed_by` is unset or is
+        `child_id` already: claiming again with the same child wins again (a retried work item
+        derives the same child id and must continue the work it started), any other child loses.
+        A lost claim returns the stored run unchanged, so the caller can name the winner.
         """
 
 
@@ -111,7 +115,46 @@ class AuditLog(Protocol):
 
 
 @runtime_checkable
-class Store(RunStore, InteractionStore, ConversationStore, AuditLog, Protocol):
+class Inbox(Protocol):
+    """Work the app accepted (Slack events, clicks, modal submissions), written before Slack
+    gets its 200 and worked from here at least once, by any process.
+
+    An item is leased to one consumer at a time; a consumer that dies (or stops renewing its
+    lease with `extend`) loses it to the next `take` once the lease runs out, so work must be
+    safe to do twice. Items come out in enqueue order.
+    """
+
+    async def enqueue(
+        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+    ) -> str | None:
+        """Durably add an item (one round trip); its id, or None when `dedupe` (e.g. Slack's
+        event_id) was already enqueued within `DELIVERY_TTL`.
+
+        The dedupe mark and the item are written atomically (one Lua script on Redis, one
+        transaction on SQLite): a failed write leaves no mark, so Slack's redelivery of work we
+        could not record is not dropped.
+        """
+
+    async def take(
+        self, consumer: str, *, count: int = 16, lease: float = 5.0, block: float = 0.0
+    ) -> list[WorkItem]:
+        """Up to `count` items leased to `consumer` for `lease` seconds: first items whose
+        previous consumer's lease ran out, then new ones. `block` > 0 waits up to that many
+        seconds for new items when none is ready."""
+
+    async def extend(self, consumer: str, item_ids: Sequence[str], *, lease: float) -> list[str]:
+        """Heartbeat: renew the lease of the items `consumer` still holds; returns those ids, so
+        a consumer learns it lost an item to another one."""
+
+    async def done(self, item_id: str) -> None:
+        """The item's work is finished: remove it (one round trip). Idempotent."""
+
+    async def inbox_size(self) -> int:
+        """Items not done yet (waiting or leased)."""
+
+
+@runtime_checkable
+class Store(RunStore, InteractionStore, ConversationStore, AuditLog, Inbox, Protocol):
     """Everything handback persists; `open_store(url)` returns one."""
 
     async def aclose(self) -> None:

@@ -22,7 +22,9 @@ __all__ = [
     "RunStatus",
 ]
 
-RunStatus = Literal["paused", "success", "error", "cancelled"]
+RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
+"""`running` is a journal: saved while tool handlers run, so a run whose process died can be
+continued without running a finished call again. It is never claimable and never settled."""
 InteractionStatus = Literal["pending", "answered", "expired", "superseded", "cancelled"]
 AuditAction = Literal["answered", "refused", "expired", "superseded", "cancelled", "resumed"]
 
@@ -62,7 +64,11 @@ class RunRecord:
     agent_name: str
     status: RunStatus
     reason: str | None = None
-    """`input_required` for a paused run, `cancelled` for a cancelled one, else None."""
+    """`input_required` for a paused run; `cancelled` (an answer was `Cancel`) or `interrupted`
+    (the task running it was cancelled) for a cancelled one; else None."""
+    message: str | None = None
+    """The status message of the run's `OutputEvent` (the cancel reason, the error), kept so
+    that the event can be rebuilt from the record."""
     input: Any = None
     output: Any = None
     error: str | None = None
@@ -77,6 +83,17 @@ class RunRecord:
     t1: int | None = None
     resumed_by: str | None = None
     """The run id of the child that claimed this paused run; set once, atomically."""
+    root_id: str | None = None
+    """The first run of the conversation (a run with no parent is its own root; children
+    inherit it). None in records written before interaction ids were scoped to it."""
+    id_scheme: int = 1
+    """How this run's handlers derive interaction ids: 2 hashes `root_id` in, 1 (records written
+    before the field existed) does not, so runs paused before the upgrade still resume."""
+    started: list[str] = field(default_factory=list)
+    """Journal of a `running` run: the tool call ids of `pending_calls` whose handler started."""
+    results: dict[str, str] = field(default_factory=dict)
+    """Journal of a `running` run: results of `pending_calls` by tool call id, saved as each
+    call returned, so a continued run never runs them again."""
 
 
 @dataclass(kw_only=True)

@@ -12,7 +12,6 @@ import time
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 
@@ -49,7 +48,8 @@ from ._records import (
     RunClaim,
     RunRecord,
 )
-from ._url import mask_url, store_kind
+from ._redis_inbox import RedisInbox
+from ._url import mask_url, redis_options, store_kind
 
 __all__ = ["RedisStore"]
 
@@ -83,10 +83,12 @@ redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
+# Won again by the child that holds the claim: a retried work item resumes with the same derived
+# child id and must carry on with what it started. Any other child loses.
 _CLAIM_RUN = """
 local v = redis.call('HMGET', KEYS[1], 'rec', 'status', 'resumed_by')
 if not v[1] then return {0} end
-if v[2] == 'paused' and not v[3] then
+if v[2] == 'paused' and (not v[3] or v[3] == ARGV[1]) then
   redis.call('HSET', KEYS[1], 'resumed_by', ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[2])
   return {1, v[1], ARGV[1]}
@@ -244,7 +246,7 @@ return 0
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
-class RedisStore:
+class RedisStore(RedisInbox):
     """`Store` on Redis (redis-py's asyncio client); every call is one round trip.
 
     Build it with `RedisStore.from_url(url)` (a `?prefix=` query names the key namespace) or
@@ -277,23 +279,31 @@ class RedisStore:
         self._settled = client.register_script(_SETTLED)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
+        self._register_inbox(client)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        """`redis://`, `rediss://` or `unix://`, with an optional `?prefix=` (default `hb:`)."""
+        """`redis://`, `rediss://` or `unix://`, with an optional `?prefix=` (default `hb:`) and
+        the connection pool's `?pool_size=` (default 64) and `?pool_timeout=` (seconds, 10).
+
+        The pool blocks: a call past `pool_size` connections in use waits up to `pool_timeout`
+        for one to come back, so a burst is served late rather than lost. Other query
+        parameters go to redis-py.
+        """
         if store_kind(url) != "redis":
             raise StoreURLError(f"`{mask_url(url)}` is not a redis://, rediss:// or unix:// URL")
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        prefixes = [value for name, value in query if name == "prefix"]
-        if len(prefixes) > 1 or (prefixes and not prefixes[0]):
-            raise StoreURLError(f"`{mask_url(url)}` must name one non-empty `prefix`")
-        rest = urlencode([(name, value) for name, value in query if name != "prefix"])
+        options = redis_options(url)
         try:
-            client = aioredis.Redis.from_url(urlunsplit(parts._replace(query=rest)))
+            pool = aioredis.BlockingConnectionPool.from_url(
+                options.client_url,
+                max_connections=options.pool_size,
+                timeout=options.pool_timeout,
+            )
         except ValueError as exc:
             raise StoreURLError(f"`{mask_url(url)}` is not a usable Redis URL: {exc}") from exc
-        prefix = prefixes[0] if prefixes else DEFAULT_PREFIX
+        # from_pool: the client owns the pool and disconnects it when closed.
+        client = aioredis.Redis.from_pool(pool)
+        prefix = options.prefix or DEFAULT_PREFIX
         return cls(client, prefix=prefix, owns_client=True, name=mask_url(url))
 
     def __repr__(self) -> str:

@@ -48,6 +48,8 @@ from ._records import (
     RunClaim,
     RunRecord,
 )
+from ._sqlite_inbox import INBOX_SCHEMA, SQLiteInbox
+from ._sqlite_tx import transaction as _transaction
 from ._url import sqlite_path
 
 __all__ = ["SQLiteStore"]
@@ -126,7 +128,15 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 """
 
-_PRUNED = ("runs", "interactions", "run_interactions", "threads", "thread_leases", "deliveries")
+_PRUNED = (
+    "runs",
+    "interactions",
+    "run_interactions",
+    "threads",
+    "thread_leases",
+    "deliveries",
+    "inbox_seen",
+)
 
 _IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
 _SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
@@ -226,25 +236,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         time.sleep(0.01)
 
 
-def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
-    """Run `work` holding the write lock from the start, so concurrent processes queue.
-
-    Whatever fails, the connection leaves the transaction: a failed COMMIT keeps it open, and a
-    connection stuck inside one would refuse every later `BEGIN`. SQLite itself rolls back after
-    some errors (a full disk, an I/O error), when a second ROLLBACK would hide the real error.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-class SQLiteStore:
+class SQLiteStore(SQLiteInbox):
     """`Store` on an SQLite file (or `:memory:`); the schema is created on open.
 
     `SQLiteStore(path)` opens it now; `SQLiteStore.from_url("sqlite:///handback.db")` reads an
@@ -255,6 +247,7 @@ class SQLiteStore:
         self._path = str(path)
         self._closed = False
         self._last_prune = 0.0
+        self._inbox_waiters = set()
         try:
             self._conn = sqlite3.connect(
                 self._path,
@@ -289,7 +282,8 @@ class SQLiteStore:
         _use_wal(conn)
         # In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
         conn.execute("PRAGMA synchronous = NORMAL")
-        _transaction(conn, lambda: [conn.execute(s) for s in _SCHEMA.split(";") if s.strip()])
+        schema = (_SCHEMA + INBOX_SCHEMA).split(";")
+        _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
         self._prune(time.time())
 
     def _prune(self, now: float) -> None:
@@ -383,11 +377,14 @@ class SQLiteStore:
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
             # fetchall() steps the UPDATE to completion, which commits it and frees the lock.
+            # Won again by the child that holds it: a retried work item resumes with the same
+            # derived child id and must carry on with what it started.
             rows = conn.execute(
                 "UPDATE runs SET resumed_by = ?"
-                " WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL"
+                " WHERE run_id = ? AND status = 'paused'"
+                " AND (resumed_by IS NULL OR resumed_by = ?)"
                 " RETURNING rec, resumed_by",
-                (child_id, run_id),
+                (child_id, run_id, child_id),
             ).fetchall()
             if rows:
                 return True, rows[0]

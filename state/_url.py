@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._errors import StoreURLError
 
-__all__ = ["StoreKind", "mask_url", "sqlite_path", "store_kind"]
+__all__ = [
+    "POOL_SIZE",
+    "POOL_TIMEOUT",
+    "RedisOptions",
+    "StoreKind",
+    "mask_url",
+    "redis_options",
+    "sqlite_path",
+    "store_kind",
+]
+
+POOL_SIZE = 64
+"""Connections a Redis store opens at most (`?pool_size=`); a call beyond them waits for one."""
+
+POOL_TIMEOUT = 10.0
+"""Seconds a call waits for a free connection (`?pool_timeout=`) before failing as a
+`StoreError`: long enough for any burst, short enough that a stuck Redis is noticed."""
+
+# redis-py reads these from a URL's query too, and they would override ours without a word.
+_REDIS_POOL_ARGS = {"max_connections": "pool_size", "timeout": "pool_timeout"}
 
 StoreKind = Literal["redis", "sqlite"]
 
@@ -63,3 +84,65 @@ def sqlite_path(url: str) -> str:
     if path == "":
         raise StoreURLError(f"`{mask_url(url)}` names no database file")
     return path
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedisOptions:
+    """A Redis store URL split into what handback reads and what redis-py does."""
+
+    client_url: str
+    """The URL without handback's parameters, for redis-py (which keeps the rest of the query)."""
+    prefix: str | None
+    pool_size: int
+    pool_timeout: float
+
+
+def redis_options(url: str) -> RedisOptions:
+    """Read `prefix`, `pool_size` and `pool_timeout` from the query; a bad value is a
+    `StoreURLError` naming the parameter."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    for name, ours in _REDIS_POOL_ARGS.items():
+        if any(key == name for key, _ in query):
+            raise StoreURLError(f"`{mask_url(url)}`: set the pool with `{ours}`, not `{name}`")
+    prefix = _one(url, query, "prefix")
+    if prefix == "":
+        raise StoreURLError(f"`{mask_url(url)}` must name one non-empty `prefix`")
+    size = _one(url, query, "pool_size")
+    timeout = _one(url, query, "pool_timeout")
+    read = {"prefix", "pool_size", "pool_timeout"}
+    rest = urlencode([(name, value) for name, value in query if name not in read])
+    return RedisOptions(
+        client_url=urlunsplit(parts._replace(query=rest)),
+        prefix=prefix,
+        pool_size=POOL_SIZE if size is None else _pool_size(url, size),
+        pool_timeout=POOL_TIMEOUT if timeout is None else _pool_timeout(url, timeout),
+    )
+
+
+def _one(url: str, query: list[tuple[str, str]], name: str) -> str | None:
+    values = [value for key, value in query if key == name]
+    if len(values) > 1:
+        raise StoreURLError(f"`{mask_url(url)}` must name one `{name}`, not {len(values)}")
+    return values[0] if values else None
+
+
+def _pool_size(url: str, value: str) -> int:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise StoreURLError(
+            f"`{mask_url(url)}`: `pool_size` must be a whole number of connections of at least 1,"
+            f" not {value!r}"
+        )
+    return int(value)
+
+
+def _pool_timeout(url: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise StoreURLError(
+            f"`{mask_url(url)}`: `pool_timeout` must be a positive number of seconds, not {value!r}"
+        )
+    return seconds

@@ -17,13 +17,14 @@ from typing import Any
 
 import blocks
 from blocks import CardAction, InvalidAnswer, ModalSubmission
-from state import AuditEntry, InteractionRecord, InteractionStatus, Store
+from state import AuditEntry, InteractionRecord, InteractionStatus, Store, StoreError
 
 from .. import Cancel
 from ._chat import Chat
 from ._conversation import Conversations, Thread
 from ._expiry import EXPIRED_REASON
 from ._policy import AnswerPolicy, GroupMembers
+from ._worker import Work
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck"]
 
@@ -72,6 +73,8 @@ class Answers:
         self.members = members
         self.expire = expire
         self.clock = clock
+        self._settled_before: set[str] = set()
+        """Runs the last patient `recover()` found settled."""
 
     # ---------------------------------------------------------------- checks
 
@@ -123,8 +126,8 @@ class Answers:
 
     # ----------------------------------------------------------------- clicks
 
-    async def on_action(self, body: dict[str, Any]) -> None:
-        """Handle one `block_actions` payload (after the ack)."""
+    async def on_action(self, body: dict[str, Any], *, work: Work | None = None) -> None:
+        """Handle one `block_actions` payload (after the ack); `work` is its inbox item."""
         user = str((body.get("user") or {}).get("id") or "")
         channel = str((body.get("channel") or {}).get("id") or "") or None
         try:
@@ -157,7 +160,7 @@ class Answers:
                 await self._open_modal(record, action)
             else:
                 answer = blocks.resolve_answer(record, action)
-                await self.accept(record, user=action.user_id, answer=answer)
+                await self.accept(record, user=action.user_id, answer=answer, work=work)
         except (Refusal, InvalidAnswer) as error:
             await self._refuse(
                 user=action.user_id,
@@ -193,6 +196,10 @@ class Answers:
             raise Refusal("Slack did not open the form; please try again.")
 
     # ----------------------------------------------------------------- modals
+
+    def not_recorded(self, body: dict[str, Any], message: str) -> SubmissionCheck:
+        """The modal stays open with `message` shown inline, so the person can submit again."""
+        return self._inline(message, _first_input_block(body))
 
     async def check_submission(self, body: dict[str, Any]) -> SubmissionCheck:
         """Validate a `view_submission` before the ack, so errors can show inline."""
@@ -237,7 +244,9 @@ class Answers:
 
     # ------------------------------------------------------------ thread replies
 
-    async def on_thread_reply(self, thread: Thread, *, user: str, text: str) -> bool:
+    async def on_thread_reply(
+        self, thread: Thread, *, user: str, text: str, work: Work | None = None
+    ) -> bool:
         """Answer the thread's pending free-text question with a reply; False if there is none."""
         run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if run_id is None:
@@ -263,7 +272,7 @@ class Answers:
                 run_id=run_id,
             )
             return True
-        await self.accept(record, user=user, answer=answer)
+        await self.accept(record, user=user, answer=answer, work=work)
         return True
 
     async def holds_thread(self, thread: Thread, *, user: str) -> bool:
@@ -300,12 +309,34 @@ class Answers:
 
     # ----------------------------------------------------------------- claiming
 
-    async def accept(self, record: InteractionRecord, *, user: str, answer: Any) -> None:
-        """Claim the interaction for this answer; the first answer wins, later ones are told."""
+    async def accept(
+        self, record: InteractionRecord, *, user: str, answer: Any, work: Work | None = None
+    ) -> None:
+        """Claim the interaction for this answer; the first answer wins, later ones are told.
+
+        A retried work item finds its own earlier claim (same person, same answer): it goes on
+        to the resume its first attempt may not have finished, and is not told "already".
+        """
         claim = await self.store.answer_interaction(
             record.interaction_id, answer=answer, answered_by=user, now=self.clock()
         )
         stored = claim.record
+        retried = (
+            not claim.won
+            and work is not None
+            and work.retry
+            and stored is not None
+            and stored.status == "answered"
+            and stored.answered_by == user
+            and stored.answer == answer
+        )
+        if retried and stored is not None:
+            await self.resume_if_complete(
+                stored.run_id,
+                working_ts=stored.message_ts,
+                child_id=work.run_id("resume") if work else None,
+            )
+            return
         if not claim.won or stored is None:
             reason = _closed_reason(stored) if stored else "handback has no such request."
             await self._refuse(
@@ -332,9 +363,14 @@ class Answers:
             await self.chat.update(
                 stored.channel, stored.message_ts, card["text"], blocks=card["blocks"]
             )
-        await self.resume_if_complete(stored.run_id, working_ts=stored.message_ts)
+        child_id = None if work is None else work.run_id("resume")
+        await self.resume_if_complete(
+            stored.run_id, working_ts=stored.message_ts, child_id=child_id
+        )
 
-    async def resume_if_complete(self, run_id: str, *, working_ts: str | None = None) -> bool:
+    async def resume_if_complete(
+        self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
+    ) -> bool:
         """Resume the run when every interaction it waits for is answered (the runtime claims
         the run, so two processes racing here resume it once)."""
         records = await self.store.run_interactions(run_id)
@@ -345,37 +381,63 @@ class Answers:
             answers={record.interaction_id: record.answer for record in records},
             thread=_thread_of(records[0]),
             working_ts=working_ts,
+            child_id=child_id,
         )
         return True
 
-    async def recover(self, *, page: int = 100) -> int:
-        """Resume this agent's runs that wait for nothing but were never resumed; how many.
+    async def recover(self, *, page: int = 100, patient: bool = False) -> int:
+        """Queue the resume of every run that waits for nothing but was never resumed; how many
+        were queued now (a run already queued, and not finished, is not queued twice).
 
         A crash between the last claim (an answer, or an expiry) and the resume leaves exactly
-        that, and the store lists such runs itself (`settled_runs`), however long ago it was.
-        Another process racing to resume the same run is harmless: the run is claimed once.
+        that, and the store lists such runs itself (`settled_runs`). The sweep calls this every
+        few seconds. The resume is an inbox item like a click, so a crash during it is retried
+        with the same child run id; a click's resume racing it is harmless: the run is claimed
+        once.
+
+        `patient` (the periodic sweep) queues only runs that were settled at its previous pass
+        too: a click's own resume usually claims the run within moments (or is queued behind a
+        busy thread), and racing every one of those would double the work under load.
         """
-        resumed = 0
+        queued = 0
         after: str | None = None
+        seen: set[str] = set()
         while run_ids := await self.store.settled_runs(limit=page, after=after):
             after = run_ids[-1]
+            seen.update(run_ids)
             for run_id in run_ids:
-                try:
-                    if await self._recover_run(run_id):
-                        resumed += 1
-                except Exception:
-                    # One unreadable run must not keep the others from being recovered.
-                    log.exception("could not recover run %s", run_id)
-        return resumed
+                if patient and run_id not in self._settled_before:
+                    continue
+                run = await self.store.load_run(run_id)
+                if run is None or run.agent_name != self.conversations.agent.name:
+                    continue  # Another agent's run in a shared store is that agent's to resume.
+                key = f"recover:{run_id}"
+                if await self.store.enqueue("recover", {"id": key, "run_id": run_id}, dedupe=key):
+                    queued += 1
+        if patient:
+            self._settled_before = seen
+        return queued
 
-    async def _recover_run(self, run_id: str) -> bool:
+    async def recover_run(self, run_id: str, *, work: Work) -> bool:
+        """Resume one settled run (a `recover` work item); False when it is not this agent's or
+        not settled any more."""
+        try:
+            return await self._recover_run(run_id, child_id=work.run_id("resume"))
+        except StoreError:
+            raise
+        except Exception:
+            # An unreadable run is logged, not retried forever.
+            log.exception("could not recover run %s", run_id)
+            return False
+
+    async def _recover_run(self, run_id: str, *, child_id: str) -> bool:
         run = await self.store.load_run(run_id)
         if run is None or run.agent_name != self.conversations.agent.name:
             return False  # Another agent's run in a shared store is that agent's to resume.
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status == "pending" for record in records):
             return False
-        log.info("recovering run %s: settled before a restart, never resumed", run_id)
+        log.info("recovering run %s: every answer is in, but it was never resumed", run_id)
         answers: dict[str, Any] = {}
         for record in records:
             if record.status == "answered":
@@ -386,7 +448,7 @@ class Answers:
                 await self.conversations.show_closed(record)
                 answers[record.interaction_id] = Cancel(_cancel_reason(record.status))
         await self.conversations.resume(
-            run_id=run_id, answers=answers, thread=_thread_of(records[0])
+            run_id=run_id, answers=answers, thread=_thread_of(records[0]), child_id=child_id
         )
         return True
 

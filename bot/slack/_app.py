@@ -1,23 +1,28 @@
 """`SlackBot`: the Bolt app that runs an agent for Slack mentions and DMs, and resumes it on clicks.
 
-Every listener acks at once and hands its work to a tracked background task, so Slack always gets
-its answer within 3 seconds; `drain()` waits for that work, which is how tests avoid sleeping.
+Every listener writes what Slack sent to the store's inbox and only then acks, so nothing Slack
+got a 200 for can be lost; the inbox worker (`_worker.Worker`, in this process or another) does
+the work. `drain()` runs the inbox until idle, which is how tests avoid sleeping.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -27,7 +32,8 @@ from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryInt
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
-from state import InteractionRecord, Store
+from blocks import InvalidAnswer
+from state import InteractionRecord, Store, StoreError, WorkItem
 
 from .. import Agent
 from ._answers import Answers
@@ -37,8 +43,12 @@ from ._expiry import Sweeper
 from ._policy import AnswerPolicy, GroupMembers, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
+from ._worker import Work, Worker
 
-__all__ = ["SlackBot", "make_client"]
+__all__ = ["Role", "SlackBot", "make_client"]
+
+Role = Literal["all", "web", "worker"]
+"""`web` verifies, records and acks; `worker` works the inbox; `all` (the default) does both."""
 
 log = logging.getLogger("handback.slack")
 
@@ -53,6 +63,13 @@ _SORRY = "Sorry, something went wrong on my side. The details are in the bot's l
 
 _SERVER_ERROR_PAUSE = 0.3
 """Seconds before retrying a Web API call Slack answered with 500 or 503."""
+
+_RECORD_WAIT = 2.0
+"""Seconds the ack may wait for the inbox write: Slack gives up on a response after 3."""
+
+_NOT_RECORDED = (
+    "Sorry, I could not record that just now, so nothing happened. Please try again in a moment."
+)
 
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
@@ -95,7 +112,8 @@ class SlackBot:
         client: AsyncWebClient | None = None,
         clock: Callable[[], float] = time.time,
         members: GroupMembers | None = None,
-        sweep: bool = True,
+        loops: bool = True,
+        role: Role = "all",
     ) -> None:
         self.agent = agent
         self.store = store
@@ -138,10 +156,20 @@ class SlackBot:
             expire=self._expire_later,
             clock=clock,
         )
-        self._sweep = sweep
+        self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
+        self.worker = Worker(
+            store=store,
+            handle=self._work,
+            lease=settings.handback_work_lease,
+            concurrency=settings.handback_concurrency,
+        )
+        self.role = role
+        self._loops = loops
+        """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
         self._thread_tails: dict[tuple[str, str], asyncio.Task[Any]] = {}
-        """The last piece of work queued for each thread."""
+        """The last event being worked for each thread."""
         self._sweeper_task: asyncio.Task[None] | None = None
+        self._worker_task: asyncio.Task[None] | None = None
         self._closed = False
         signing_secret = settings.slack_signing_secret
         _BOLT_LOG.addFilter(_drop_token_warning)
@@ -172,47 +200,71 @@ class SlackBot:
     async def start(self) -> None:
         if self._closed:
             raise RuntimeError("this SlackBot was closed; make a new one")
-        if self._sweep and self._sweeper_task is None:
+        if getattr(self.client, "session", None) is None:
+            # One HTTP session for every Web API call: without it slack_sdk opens a new
+            # connection (TCP and TLS handshakes) per call.
+            self.client.session = aiohttp.ClientSession()
+        if self.role == "web":
+            return
+        if self._loops and self._sweeper_task is None:
             self._sweeper_task = asyncio.create_task(
                 self.sweeper.run_forever(), name="handback-sweeper"
             )
+            self._worker_task = asyncio.create_task(
+                self.worker.run_forever(), name="handback-worker"
+            )
         self.tasks.spawn(self.answers.recover(), name="recover")
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, grace: float | None = None) -> None:
+        """Stop taking work, let running work finish for `grace` seconds (the setting
+        `HANDBACK_SHUTDOWN_GRACE` by default), hand the rest back to the inbox, close."""
         if self._closed:
             return
         self._closed = True
+        grace = self.settings.handback_shutdown_grace if grace is None else grace
         if self._sweeper_task is not None:
             self._sweeper_task.cancel()
             await asyncio.gather(self._sweeper_task, return_exceptions=True)
+        await self.worker.stop(grace=grace)
+        if self._worker_task is not None:
+            await asyncio.gather(self._worker_task, return_exceptions=True)
         await self.tasks.aclose()
         session = getattr(self.client, "session", None)
         if session is not None and not session.closed:
             await session.close()
 
     async def drain(self) -> None:
-        """Wait until every piece of work started by requests so far has finished."""
-        await self.tasks.drain()
+        """Run the inbox and the work started by requests until nothing is left."""
+        while True:
+            await self.tasks.drain()
+            ran = 0 if self.role == "web" else await self.worker.run_until_idle()
+            if not ran and not self.tasks.busy:
+                return
 
     async def _expire_later(self, record: InteractionRecord) -> None:
         self.tasks.spawn(self.sweeper.expire(record), name=f"expire-{record.interaction_id}")
 
     # ----------------------------------------------------------------- serving
 
-    def web_app(self) -> web.Application:
+    def web_app(self, *, health_only: bool = False) -> web.Application:
         """The aiohttp application: `POST /slack/events` (events and interactivity), `GET
-        /healthz`."""
-        application = self.app.web_app(path="/slack/events")
+        /healthz`; a worker serves only the latter."""
+        application = web.Application() if health_only else self.app.web_app(path="/slack/events")
         application.router.add_get("/healthz", self._healthz)
         return application
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "agent": self.agent.name, "busy": self.tasks.busy})
+        busy = self.tasks.busy + self.worker.busy
+        return web.json_response(
+            {"ok": True, "agent": self.agent.name, "role": self.role, "busy": busy}
+        )
 
     @asynccontextmanager
-    async def serve_http(self, host: str, port: int) -> AsyncIterator[str]:
+    async def serve_http(
+        self, host: str, port: int, *, health_only: bool = False
+    ) -> AsyncIterator[str]:
         """Serve HTTP mode; yields the events URL (port 0 picks a free port)."""
-        runner = web.AppRunner(self.web_app(), access_log=None)
+        runner = web.AppRunner(self.web_app(health_only=health_only), access_log=None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)
@@ -251,61 +303,164 @@ class SlackBot:
         app = self.app
 
         @app.event("app_mention")
-        async def on_mention(body: dict[str, Any], context: AsyncBoltContext) -> None:
-            self._take_event(body, context, mention=True)
+        async def on_mention(
+            body: dict[str, Any], context: AsyncBoltContext
+        ) -> BoltResponse | None:
+            return await self._take_event(body, context, mention=True)
 
         @app.event("message")
-        async def on_message(body: dict[str, Any], context: AsyncBoltContext) -> None:
-            self._take_event(body, context, mention=False)
+        async def on_message(
+            body: dict[str, Any], context: AsyncBoltContext
+        ) -> BoltResponse | None:
+            return await self._take_event(body, context, mention=False)
 
         @app.action(blocks.ACTION_PATTERN)
         async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
-            await ack()
-            self.tasks.spawn(self._on_click(body), name="action")
+            await self._take_action(ack, body)
 
         @app.view(blocks.CALLBACK_PATTERN)
         async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
-            check = await self.answers.check_submission(body)
-            if check.errors:
-                await ack(response_action="errors", errors=check.errors)
-                return
-            await ack()
-            if check.record is not None:
-                record = check.record
-                user = str(body["user"]["id"])
-                self.tasks.spawn(
-                    self._on_modal_answer(record, user=user, answer=check.answer), name="modal"
-                )
-            elif check.notice:
-                log.info("modal submission refused: %s", check.notice)
+            await self._take_view(ack, body)
 
-    def _take_event(
+    # ------------------------------------------------------- the web side: record, then ack
+
+    async def _record(self, kind: str, item: dict[str, Any], *, dedupe: str | None = None) -> bool:
+        """Write work to the inbox within Slack's deadline; False when it could not be written.
+
+        A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
+        """
+        try:
+            item_id = await asyncio.wait_for(
+                self.store.enqueue(kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe),
+                timeout=_RECORD_WAIT,
+            )
+        except (StoreError, TimeoutError) as error:
+            log.warning("could not record a %s in the inbox: %s", kind, error or "timed out")
+            return False
+        if item_id is None:
+            # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
+            log.info("ignoring a repeated delivery of %s", dedupe)
+            return True
+        if not self._loops and self.role != "web":
+            self.worker.kick()
+        return True
+
+    async def _take_event(
         self, body: dict[str, Any], context: AsyncBoltContext, *, mention: bool
-    ) -> None:
+    ) -> BoltResponse | None:
         event = body.get("event") or {}
         bot_user_id = context.get("bot_user_id")
         if _not_a_prompt(event, bot_user_id, mention=mention):
+            return None
+        item = {"payload": body, "bot_user_id": bot_user_id, "mention": mention}
+        event_id = body.get("event_id")
+        if not await self._record("event", item, dedupe=str(event_id) if event_id else None):
+            # Not a 2xx, so Slack delivers the event again later instead of it being lost.
+            return BoltResponse(status=503, body="not recorded; please retry")
+        return None
+
+    async def _take_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            intent = blocks.parse_block_action(body).intent
+        except InvalidAnswer:
+            intent = None  # Recorded all the same: the worker refuses it, with an audit entry.
+        if intent == "selection":
+            await ack()  # Ticking options only changes the card's state; Submit reads it.
             return
+        if intent == "open_modal":
+            # The trigger to open a modal lives 3 seconds, so this process opens it; nothing is
+            # answered or lost if it fails, and the person is told.
+            await ack()
+            self.tasks.spawn(self._on_click(body, None), name="open-modal")
+            return
+        recorded = await self._record("action", {"payload": body})
+        await ack()
+        if not recorded:
+            self.tasks.spawn(self._not_recorded(body), name="not-recorded")
+
+    async def _take_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Checked before the ack so that errors can show inline in the modal; bounded, since
+        # Slack waits 3 seconds at most.
+        try:
+            check = await asyncio.wait_for(
+                self.answers.check_submission(body), timeout=_RECORD_WAIT
+            )
+        except (StoreError, TimeoutError) as error:
+            log.warning("could not check a modal submission: %s", error or "timed out")
+            check = self.answers.not_recorded(body, _NOT_RECORDED)
+        if check.record is not None:
+            record = check.record
+            item = {
+                "interaction_id": record.interaction_id,
+                "user": str(body["user"]["id"]),
+                "answer": check.answer,
+            }
+            if not await self._record("view", item):
+                check = self.answers.not_recorded(body, _NOT_RECORDED)
+        if check.errors:
+            await ack(response_action="errors", errors=check.errors)
+            return
+        await ack()
+        if check.notice:
+            log.info("modal submission refused: %s", check.notice)
+
+    async def _not_recorded(self, body: dict[str, Any]) -> None:
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or "")
+        if user and channel:
+            await self.chat.ephemeral(channel, user, _NOT_RECORDED)
+
+    # ------------------------------------------------------ the worker side: do the work
+
+    async def _work(self, item: WorkItem) -> None:
+        """One inbox item; a `StoreError` leaves it in the inbox to be taken again."""
+        body = item.body
+        work = Work(id=str(body.get("id") or item.item_id), attempt=item.attempts)
+        if item.kind == "event":
+            await self._work_event(body, work)
+        elif item.kind == "action":
+            await self._on_click(body["payload"], work)
+        elif item.kind == "view":
+            await self._on_modal_answer(body, work)
+        elif item.kind == "recover":
+            await self.answers.recover_run(str(body["run_id"]), work=work)
+        else:
+            log.error("dropping work item %s of unknown kind %r", item.item_id, item.kind)
+
+    async def _work_event(self, item: dict[str, Any], work: Work) -> None:
+        body: dict[str, Any] = item["payload"]
+        event: dict[str, Any] = body["event"]
+        bot_user_id = item.get("bot_user_id")
         # Messages of one thread are handled in the order they arrived: a quick follow-up
         # continues from the run before it instead of racing it.
         key = (str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
-        work = self._on_message(body, event, bot_user_id, mention=mention)
-        task = self.tasks.spawn(_after(self._thread_tails.get(key), work), name="event")
-        self._thread_tails[key] = task
-
-        def forget(done: asyncio.Task[Any]) -> None:
-            if self._thread_tails.get(key) is done:
+        before = self._thread_tails.get(key)
+        me = asyncio.current_task()
+        assert me is not None
+        self._thread_tails[key] = me
+        try:
+            if before is not None and not before.done():
+                await asyncio.wait([before])
+            await self._on_message(
+                body, event, bot_user_id, mention=bool(item.get("mention")), work=work
+            )
+        finally:
+            if self._thread_tails.get(key) is me:
                 del self._thread_tails[key]
 
-        task.add_done_callback(forget)
+    # The handlers below are where work ends: whatever still goes wrong (a bug, Slack refusing)
+    # is logged in full and told to the person in one plain sentence, so a click or a message
+    # never just vanishes. A store outage is not told: the work item stays in the inbox and is
+    # finished once the store is back.
 
-    # The handlers below are where work started after an ack ends: whatever still goes wrong
-    # (the store down, a bug) is logged in full and told to the person in one plain sentence, so
-    # a click or a message never just vanishes.
-
-    async def _on_click(self, body: dict[str, Any]) -> None:
+    async def _on_click(self, body: dict[str, Any], work: Work | None) -> None:
         try:
-            await self.answers.on_action(body)
+            await self.answers.on_action(body, work=work)
+        except StoreError:
+            if work is None:
+                await self._not_recorded(body)
+                return
+            raise
         except Exception:
             log.exception("could not handle a click")
             user = str((body.get("user") or {}).get("id") or "")
@@ -313,9 +468,16 @@ class SlackBot:
             if user and channel:
                 await self.chat.ephemeral(channel, user, _SORRY)
 
-    async def _on_modal_answer(self, record: InteractionRecord, *, user: str, answer: Any) -> None:
+    async def _on_modal_answer(self, item: dict[str, Any], work: Work) -> None:
+        record = await self.store.get_interaction(str(item["interaction_id"]))
+        user = str(item["user"])
+        if record is None:
+            log.warning("a modal answered interaction %s, which is gone", item["interaction_id"])
+            return
         try:
-            await self.answers.accept(record, user=user, answer=answer)
+            await self.answers.accept(record, user=user, answer=item["answer"], work=work)
+        except StoreError:
+            raise
         except Exception:
             log.exception("could not take the answer to %s", record.interaction_id)
             if record.channel:
@@ -328,9 +490,12 @@ class SlackBot:
         bot_user_id: str | None,
         *,
         mention: bool,
+        work: Work,
     ) -> None:
         try:
-            await self._on_person_message(body, event, bot_user_id, mention=mention)
+            await self._on_person_message(body, event, bot_user_id, mention=mention, work=work)
+        except StoreError:
+            raise
         except Exception:
             log.exception("could not handle event %s", body.get("event_id"))
             channel = str(event["channel"])
@@ -345,12 +510,9 @@ class SlackBot:
         bot_user_id: str | None,
         *,
         mention: bool,
+        work: Work,
     ) -> None:
-        event_id = body.get("event_id")
-        # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
-        if event_id and not await self.store.first_delivery(str(event_id)):
-            log.info("ignoring a repeated delivery of %s", event_id)
-            return
+        # Slack's redeliveries were dropped when the event was recorded (`dedupe=event_id`).
         channel = str(event["channel"])
         ts = str(event["ts"])
         in_thread = event.get("thread_ts")
@@ -368,24 +530,13 @@ class SlackBot:
         text = _without_mention(str(event.get("text") or ""), bot_user_id)
         user = str(event["user"])
         if in_thread and (
-            await self.answers.on_thread_reply(thread, user=user, text=text)
+            await self.answers.on_thread_reply(thread, user=user, text=text, work=work)
             or await self.answers.holds_thread(thread, user=user)
         ):
             return
         if not text:
             text = "Hello!"
-        await self.conversations.start(thread, text=text, message_ts=ts)
-
-
-async def _after(before: asyncio.Task[Any] | None, work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` once `before` has finished, however it finished."""
-    try:
-        if before is not None:
-            await asyncio.wait([before])
-    except BaseException:
-        work.close()
-        raise
-    await work
+        await self.conversations.start(thread, text=text, message_ts=ts, run_id=work.run_id("turn"))
 
 
 def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> bool:

@@ -135,19 +135,30 @@ class Conversations:
                     *_where(thread),
                 )
 
-    async def start(self, thread: Thread, *, text: str, message_ts: str) -> None:
-        """A person's message: a new run, or the next turn of the thread's conversation."""
+    async def start(
+        self, thread: Thread, *, text: str, message_ts: str, run_id: str | None = None
+    ) -> None:
+        """A person's message: a new run, or the next turn of the thread's conversation.
+
+        `run_id` comes from the work item, so a retry of the same message finds the run its
+        first attempt started (and continues or replays it) instead of starting another.
+        """
         await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
         try:
             async with self._turn(thread):
-                await self._start(thread, text=text)
+                await self._start(thread, text=text, run_id=run_id)
         finally:
             await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
 
-    async def _start(self, thread: Thread, *, text: str) -> None:
+    async def _start(self, thread: Thread, *, text: str, run_id: str | None) -> None:
         parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        if parent_id is not None and parent_id == run_id:
+            # A retry after the first attempt saved this very run: replay it, not its parent.
+            parent_id = None
         try:
-            await self._drive(self.agent(prompt=text, parent_id=parent_id), thread)
+            await self._drive(self.agent(prompt=text, parent_id=parent_id, run_id=run_id), thread)
+        except StoreError:
+            raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
             await self.chat.post(
                 thread.channel,
@@ -168,13 +179,21 @@ class Conversations:
         answers: dict[str, Any],
         thread: Thread,
         working_ts: str | None = None,
+        child_id: str | None = None,
     ) -> None:
-        """Resume a paused run with every answer it waits for; a lost race is not an error."""
+        """Resume a paused run with every answer it waits for; a lost race is not an error.
+
+        `child_id` comes from the work item: its retry claims the run again as the same child
+        (the store lets the same child win twice) and continues where the first attempt got.
+        """
         if working_ts:
             await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
         try:
             async with self._turn(thread):
-                await self._drive(self.agent(parent_id=run_id, resume=answers), thread)
+                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
+                await self._drive(run, thread)
+        except StoreError:
+            raise
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
         except InvalidResumeValue as error:
@@ -182,7 +201,8 @@ class Conversations:
             # retried (and refused) on every restart: end it instead.
             log.warning("resume of run %s refused, cancelling it: %s", run_id, error)
             cancel = {interaction_id: Cancel(_UNUSABLE_ANSWER) for interaction_id in answers}
-            await self.resume(run_id=run_id, answers=cancel, thread=thread)
+            retry = None if child_id is None else f"{child_id}_cancel"
+            await self.resume(run_id=run_id, answers=cancel, thread=thread, child_id=retry)
         except ResumeError as error:
             log.warning("resume of run %s refused: %s", run_id, error)
             await self.chat.post(

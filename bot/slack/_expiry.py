@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from state import AuditEntry, InteractionRecord, Store
 
 from .. import Cancel
 from ._conversation import Conversations, Thread
+from ._worker import derived_run_id
 
 __all__ = ["EXPIRED_REASON", "Sweeper"]
 
@@ -29,11 +30,14 @@ class Sweeper:
         conversations: Conversations,
         interval: float,
         clock: Callable[[], float] = time.time,
+        recover: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.store = store
         self.conversations = conversations
         self.interval = interval
         self.clock = clock
+        self.recover = recover
+        """Queues the resume of settled runs (`Answers.recover`); run after each sweep."""
 
     async def expire(self, record: InteractionRecord) -> bool:
         """Expire one interaction (once, atomically) and cancel its run; False if it was not
@@ -64,6 +68,8 @@ class Sweeper:
             run_id=closed.run_id,
             answers={closed.interaction_id: Cancel(EXPIRED_REASON)},
             thread=thread,
+            # Whoever expires the interaction resumes as this child: one expiry, one child.
+            child_id=derived_run_id(closed.interaction_id, "expire"),
         )
         return True
 
@@ -86,9 +92,14 @@ class Sweeper:
         return total
 
     async def run_forever(self) -> None:
+        """Expire what is due, then queue the resume of runs answered but never resumed (a
+        process died between the two), every `interval` seconds: recovery is continuous, not
+        only at start-up."""
         while True:
             try:
                 await self.run_until_idle()
+                if self.recover is not None:
+                    await self.recover()
             except Exception:
-                log.exception("the expiry sweep failed; trying again later")
+                log.exception("the sweep failed; trying again later")
             await asyncio.sleep(self.interval)

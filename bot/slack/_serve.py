@@ -15,7 +15,7 @@ from state import open_store
 
 from .. import Agent
 from .._model import OpenAIModel
-from ._app import SlackBot, make_client
+from ._app import Role, SlackBot, make_client
 from ._settings import ConfigError, Settings
 
 __all__ = ["check_agent", "check_tokens", "serve"]
@@ -69,8 +69,9 @@ async def _check(name: str, call: Awaitable[object], settings: Settings) -> bool
     return True
 
 
-async def serve(agent: Agent, settings: Settings) -> None:
-    """Serve until SIGINT or SIGTERM; work already started finishes before the process exits."""
+async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None:
+    """Serve until SIGINT or SIGTERM. Then no new work is taken; work already started has
+    `HANDBACK_SHUTDOWN_GRACE` seconds to finish, and what is left goes back to the inbox."""
     check_agent(agent, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -81,9 +82,14 @@ async def serve(agent: Agent, settings: Settings) -> None:
         await check_tokens(client, settings)
     async with (
         open_store(settings.handback_store) as store,
-        SlackBot(agent=agent, store=store, settings=settings, client=client) as bot,
+        SlackBot(agent=agent, store=store, settings=settings, client=client, role=role) as bot,
     ):
-        if settings.slack_app_token is not None:
+        if role == "worker":
+            # No Slack endpoint and no Socket Mode: only /healthz, so an orchestrator can probe.
+            async with bot.serve_http(settings.host, settings.port, health_only=True) as url:
+                log.info("agent %s working the inbox; health on %s", agent.name, url)
+                await stop.wait()
+        elif settings.slack_app_token is not None:
             log.info("agent %s connecting over Socket Mode", agent.name)
             await bot.run_socket_mode(settings.slack_app_token.get_secret_value(), stop)
         else:

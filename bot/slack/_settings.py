@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from state import THREAD_LEASE_TTL
 
 from .._errors import HandbackError
+from ._worker import WORK_LEASE
 
 __all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
 
@@ -76,8 +77,16 @@ class Settings(BaseSettings):
     """Whether the person who started a run may approve its tool calls."""
     handback_interaction_ttl: Annotated[float, NoDecode] = 24 * 3600.0
     """Seconds (or `30m`, `24h`, `7d`) before a pending interaction expires."""
-    handback_sweep_interval: Annotated[float, NoDecode] = 30.0
-    """How often expired interactions are looked for."""
+    handback_sweep_interval: Annotated[float, NoDecode] = 2.0
+    """How often expired interactions, and runs answered but never resumed, are looked for."""
+    handback_work_lease: Annotated[float, NoDecode] = WORK_LEASE
+    """Seconds before work held by a process that stopped renewing it (it died) is taken by
+    another; live work renews its lease, so this never cuts work short."""
+    handback_concurrency: int = Field(default=1000, ge=1, le=100_000)
+    """Work items (turns, clicks) one process runs at once; more wait in the inbox."""
+    handback_shutdown_grace: Annotated[float, NoDecode] = 30.0
+    """Seconds running work may take to finish after SIGTERM; what is left is handed back to
+    the inbox for another process."""
     handback_thread_lease_ttl: Annotated[float, NoDecode] = THREAD_LEASE_TTL
     """How long a thread stays blocked after the process running its turn died; a live
     process refreshes its lease, so a long turn never loses it."""
@@ -141,6 +150,8 @@ class Settings(BaseSettings):
         "handback_interaction_ttl",
         "handback_sweep_interval",
         "handback_thread_lease_ttl",
+        "handback_work_lease",
+        "handback_shutdown_grace",
         mode="before",
     )
     @classmethod

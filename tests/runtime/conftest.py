@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -46,3 +47,33 @@ async def events_of(run: Any) -> tuple[list[InteractionEvent], OutputEvent, list
 
 def make_agent(store: Store, fn: Any, tools: list[Any], **kw: Any) -> Agent:
     return Agent(name="assistant", model=FunctionModel(fn), tools=tools, store=store, **kw)
+
+
+class CountingStore:
+    """A real store that records the name of each call made to it: one entry per round trip."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return await attr(*args, **kwargs)
+
+        return call
+
+    def take(self) -> list[str]:
+        """The calls made since the last `take()`."""
+        calls, self.calls = self.calls, []
+        return calls
+
+
+class Crash(BaseException):
+    """Stands for the process dying where it is raised: nothing after it runs or is saved.
+
+    A `BaseException`, like the kill it stands for, so no `except Exception:` handles it."""

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from bot import Agent, Tool, suspend
@@ -155,3 +162,139 @@ recall_agent = Agent(
     tools=[Tool(deploy, requires_approval=True)],
 )
 """Deploys behind an approval when asked to deploy; otherwise says what it heard in the thread."""
+
+
+# ---------------------------------------------------------------- durable execution (issue 8)
+# The tools below run in real `handback run` processes. Each appends a line to a marker file in
+# the directory `HBTEST_DIR` names, so a test counts executions across processes and restarts;
+# `kill-<tool>` in that directory makes the tool SIGKILL its own process once (the file is
+# removed first), and `slow` waits for a `release` file.
+
+
+def _marks() -> Path:
+    return Path(os.environ.get("HBTEST_DIR") or ".")
+
+
+def _executed(tool: str, detail: str) -> None:
+    with (_marks() / f"{tool}.log").open("a") as log:
+        log.write(f"{os.getpid()} {detail}\n")
+
+
+def _die_if_armed(tool: str) -> None:
+    try:
+        (_marks() / f"kill-{tool}").unlink()
+    except FileNotFoundError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def durable_deploy(service: str, environment: str) -> str:
+    """Deploy a service."""
+    _executed("deploy", f"{service} {environment}")
+    _die_if_armed("deploy")
+    return f"deployed {service} to {environment}"
+
+
+def lookup(service: str) -> str:
+    """Look up a service's version."""
+    _executed("lookup", service)
+    _die_if_armed("lookup")
+    return f"{service} runs 2.3"
+
+
+async def slow(service: str) -> str:
+    """Restart a service, slowly."""
+    _executed("slow", f"start {service}")
+    release = _marks() / "release"
+    for _ in range(3000):  # 60 s at most
+        if release.exists():
+            break
+        await asyncio.sleep(0.02)
+    _executed("slow", f"end {service}")
+    return f"restarted {service}"
+
+
+def slow_sync(service: str) -> str:
+    """Restart a service, slowly, blocking (so it runs in a worker thread)."""
+    _executed("slow", f"start {service}")
+    release = _marks() / "release"
+    for _ in range(3000):  # 60 s at most
+        if release.exists():
+            break
+        time.sleep(0.02)
+    _executed("slow", f"end {service}")
+    return f"restarted {service}"
+
+
+def name_release(version: str) -> str:
+    """Name a release; a person is asked for the name first."""
+    name = suspend(
+        {"question": f"What should release {version} be called?"},
+        kind="ask_user",
+        response_schema={"type": "string", "minLength": 1},
+    )
+    _executed("name_release", f"{version} {name}")
+    _die_if_armed("name_release")
+    return f"release {version} is called {name}"
+
+
+def _durable_script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    last = _last(messages)
+    if last["role"] == "tool":
+        return f"Tool said: {last['content']}"
+    verb, _, rest = str(last["content"]).partition(" ")
+    service = rest.split()[0] if rest.split() else "api"
+    if verb == "deploy":
+        return _tool_call("deploy", service=service, environment="prod")
+    if verb == "lookup":
+        return _tool_call("lookup", service=service)
+    if verb == "slow":
+        return _tool_call("slow", service=service)
+    if verb == "blocking":
+        return _tool_call("slow_sync", service=service)
+    if verb == "name":
+        return _tool_call("name_release", version=service)
+    return _memory(messages)
+
+
+durable_agent = Agent(
+    name="durable",
+    model=FunctionModel(_durable_script),
+    tools=[
+        Tool(durable_deploy, name="deploy", requires_approval=True),
+        lookup,
+        slow,
+        slow_sync,
+        name_release,
+    ],
+)
+"""`deploy …` asks to approve a deploy, `lookup …`, `slow …` and `blocking …` (a sync `slow`)
+run a tool without asking,
+`name …` asks a question answered by a thread reply, then acts on it; anything else is
+answered with what the thread said so far."""
+
+
+class _SameCallIds:
+    """A model that names every tool call `call_0`, as some OpenAI-compatible servers do."""
+
+    def __init__(self, inner: FunctionModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def respond(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool
+    ) -> AsyncIterator[Any]:
+        async for item in self.inner.respond(messages, tools, stream=stream):
+            if not isinstance(item, str):
+                item.tool_calls = [
+                    dataclasses.replace(call, id="call_0") for call in item.tool_calls
+                ]
+            yield item
+
+
+call_0_agent = Agent(
+    name="call-zero",
+    model=_SameCallIds(FunctionModel(_durable_script)),
+    tools=[Tool(durable_deploy, name="deploy", requires_approval=True), lookup, slow],
+)
+"""`durable_agent` behind a model whose tool calls all carry the id `call_0`."""

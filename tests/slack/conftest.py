@@ -114,7 +114,7 @@ def make_bot(slack: LocalSlack, store_url: str) -> BotFactory:
         clock = Clock()
         async with (
             open_store(store_url) as store,
-            SlackBot(agent=agent, store=store, settings=config, clock=clock, sweep=False) as bot,
+            SlackBot(agent=agent, store=store, settings=config, clock=clock, loops=False) as bot,
             bot.serve_http("127.0.0.1", 0) as url,
         ):
             slack.bot_url = url

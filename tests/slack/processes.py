@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
 
 import aiohttp
 
-from bot.playground._slack import LocalSlack
+from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDBACK = Path(sys.executable).parent / "handback"
@@ -49,6 +52,7 @@ class BotProcess:
         self.process = process
         self.port = port
         self.lines: list[str] = []
+        self.role: Role = "all"
         self._ended = False
         self._changed = asyncio.Condition()
         self._reader = asyncio.create_task(self._read())
@@ -94,6 +98,23 @@ class BotProcess:
                     if (await response.json())["busy"] == 0:
                         return
                 await asyncio.sleep(0.02)
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    async def kill(self) -> int:
+        """SIGKILL: no clean-up of any kind, as when the machine or the OOM killer takes it."""
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGKILL)
+        code = await self.process.wait()
+        await self._reader
+        return code
 
     async def stop(self) -> int:
         """SIGTERM (the bot finishes its work and exits), SIGKILL if it has not after 10 s."""
@@ -142,3 +163,149 @@ async def bot_processes(
         yield bots
     finally:
         await asyncio.gather(*(bot.stop() for bot in bots), return_exceptions=True)
+
+
+# ------------------------------------------------------------------ durable execution (issue 8)
+
+Role = Literal["all", "web", "worker"]
+
+_READY: dict[Role, str] = {
+    "all": "listening on",
+    "web": "listening on",
+    "worker": "working the inbox",
+}
+"""What each role logs once it serves."""
+
+
+async def spawn_bot(
+    slack: LocalSlack,
+    store_url: str,
+    *,
+    ref: str,
+    role: Role = "all",
+    env: Mapping[str, str] | None = None,
+) -> BotProcess:
+    """Start one `handback run REF --role ROLE` (not waiting for it to listen); `env` is added to
+    `bot_env` (a value of "" removes the variable)."""
+    port = free_port()
+    environment = {**bot_env(slack, store_url, port), **(env or {})}
+    process = await asyncio.create_subprocess_exec(
+        str(HANDBACK),
+        "run",
+        ref,
+        "--role",
+        role,
+        cwd=ROOT,
+        env={k: v for k, v in environment.items() if v != ""},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    bot = BotProcess(process, port)
+    bot.role = role
+    return bot
+
+
+class Fleet:
+    """Bot processes on one store, started (and killed) one by one as a test goes; every one
+    still running is SIGKILLed on exit, whatever happened."""
+
+    def __init__(
+        self,
+        slack: LocalSlack,
+        store_url: str,
+        *,
+        ref: str,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.slack = slack
+        self.store_url = store_url
+        self.ref = ref
+        self.env = dict(env or {})
+        self.bots: list[BotProcess] = []
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.gather(*(bot.kill() for bot in self.bots), return_exceptions=True)
+        if exc is not None:
+            print(self.logs())  # shown by pytest with the failure
+
+    async def start(self, *roles: Role, env: Mapping[str, str] | None = None) -> list[BotProcess]:
+        """Start one process per role at once, wait until each serves, and route LocalSlack's
+        deliveries to every live process with a Slack endpoint."""
+        started = []
+        for role in roles:
+            bot = await spawn_bot(
+                self.slack, self.store_url, ref=self.ref, role=role, env={**self.env, **(env or {})}
+            )
+            self.bots.append(bot)
+            started.append(bot)
+        await asyncio.gather(
+            *(bot.wait_for_log(_READY[bot.role], timeout=START_TIMEOUT) for bot in started)
+        )
+        self.route()
+        return started
+
+    def route(self) -> None:
+        """Deliveries go to the live processes that serve Slack, in turn."""
+        self.slack.bot_urls = [bot.url for bot in self.live if bot.role != "worker"]
+
+    @property
+    def live(self) -> list[BotProcess]:
+        return [bot for bot in self.bots if bot.alive]
+
+    async def kill(self, bot: BotProcess) -> None:
+        assert await bot.kill() == -signal.SIGKILL
+        self.route()
+
+    async def first_to_exit(self, *, timeout: float = 20.0) -> BotProcess:  # noqa: ASYNC109
+        """The first process (of those alive now) to exit, once it has; deliveries are
+        re-routed to the others."""
+        candidates = self.live
+        waits = {asyncio.ensure_future(bot.process.wait()): bot for bot in candidates}
+        try:
+            done, _ = await asyncio.wait(
+                waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not done:
+            logs = "".join(line for bot in candidates for line in bot.lines[-20:])
+            raise AssertionError(f"no bot process exited within {timeout}s:\n{logs}")
+        exited = waits[done.pop()]
+        await exited.kill()  # reaps it and its log reader
+        self.route()
+        return exited
+
+    def by_pid(self, pid: int) -> BotProcess:
+        return next(bot for bot in self.bots if bot.pid == pid)
+
+    def logs(self) -> str:
+        return "".join(f"[{bot.pid} {bot.role}] {line}" for bot in self.bots for line in bot.lines)
+
+
+ApiHook = Callable[[ApiCall], None]
+
+
+class HookedSlack(LocalSlack):
+    """A LocalSlack that runs hooks the moment a Web API call arrives, before it is answered
+    (and before it changes the workspace): a hook that kills the bot process makes the bot die
+    with the call sent and its answer never read."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hooks: list[ApiHook] = []
+
+    async def publish(self, kind: ChangeKind, data: dict[str, Any]) -> None:
+        if kind == "call" and self.calls:
+            call = self.calls[-1]  # appended just before this change is published
+            for hook in list(self.hooks):
+                hook(call)
+        await super().publish(kind, data)

@@ -139,7 +139,7 @@ async def test_quick_follow_up_waits_for_the_run_before_it(make_bot: BotFactory)
     async with make_bot(agent) as h:
         asked = await h.slack.post_user_message(ALICE, CHANNEL, "first")
         await h.slack.post_user_message(BOB, CHANNEL, "second", thread_ts=asked.ts, mention=False)
-        assert h.bot.tasks.busy == 2
+        assert await h.store.inbox_size() == 2  # both recorded before any work ran
         gate.set()
         await h.bot.drain()
         assert h.texts(asked.ts) == ["heard: first", "heard: first | second"]

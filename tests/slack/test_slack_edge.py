@@ -539,10 +539,18 @@ async def test_a_store_outage_is_told_not_swallowed(make_bot: BotFactory) -> Non
         asked = await h.mention(ALICE, "deploy")
         card = h.card(asked.ts)
         await h.store.aclose()  # what a Redis restart looks like to the bot, for a moment
-        await h.click(BOB, card.ts, ACTION_APPROVE)
-        assert "went wrong" in h.ephemerals(BOB)[-1]
-        await h.reply(BOB, asked.ts, "hello?")
-        assert "went wrong" in h.texts(asked.ts)[-1]
+        # A click that cannot be recorded is acked (Slack shows no error) and the person is told
+        # that nothing happened.
+        assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
+        assert "could not record that" in h.ephemerals(BOB)[-1]
+        # An event that cannot be recorded is not acked, so Slack delivers it again later.
+        message = await h.slack.post_user_message(
+            BOB, CHANNEL, "hello?", thread_ts=asked.ts, mention=False, deliver=False
+        )
+        [event] = h.slack.events_for(message)
+        assert (await h.slack.send_event(event)).status == 503
+        await h.bot.drain()
+        assert h.texts(asked.ts) == []
         assert agents.DEPLOYS == []
 
 
@@ -629,7 +637,7 @@ async def _second_bot(h: Harness, store_url: str, agent: Agent) -> AsyncIterator
     )
     async with (
         open_store(store_url) as store,
-        SlackBot(agent=agent, store=store, settings=config, clock=h.clock, sweep=False) as bot,
+        SlackBot(agent=agent, store=store, settings=config, clock=h.clock, loops=False) as bot,
     ):
         yield bot
 

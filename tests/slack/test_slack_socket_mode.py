@@ -28,7 +28,7 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
     stop = asyncio.Event()
     async with (
         open_store(store_url) as store,
-        SlackBot(agent=agents.approval_agent, store=store, settings=settings, sweep=False) as bot,
+        SlackBot(agent=agents.approval_agent, store=store, settings=settings, loops=False) as bot,
     ):
         connection = asyncio.create_task(bot.run_socket_mode(slack.app_token, stop))
         try:

@@ -652,6 +652,12 @@ REDIS_CALLS: dict[str, RedisCall] = {
     "first_delivery": lambda s: s.first_delivery("Ev1"),
     "audit": lambda s: s.audit(AuditEntry(at=1.0, action="answered")),
     "recent_audit": lambda s: s.recent_audit(),
+    "enqueue": lambda s: s.enqueue("event", {"n": 1}, dedupe="Ev1"),
+    "take": lambda s: s.take("worker-a"),
+    "blocking_take": lambda s: s.take("worker-a", block=1.0),
+    "extend": lambda s: s.extend("worker-a", ["1-0"], lease=5),
+    "done": lambda s: s.done("1-0"),
+    "inbox_size": lambda s: s.inbox_size(),
 }
 
 
@@ -679,7 +685,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 11
+    assert len(scripts) == 14
     for script in scripts:
         script.sha = "0" * 40
     await redis_store.save_run(make_run())
@@ -695,6 +701,9 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert (await redis_store.claim_run("run-1", child_id="child")).won
     assert await redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
     await redis_store.release_thread("C1", "1.1", owner="a")
+    item_id = await redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
+    assert [item.item_id for item in await redis_store.take("worker-a")] == [item_id]
+    assert await redis_store.extend("worker-a", [str(item_id)], lease=5) == [item_id]
     assert all(script.sha != "0" * 40 for script in scripts)
 
 

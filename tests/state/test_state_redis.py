@@ -66,6 +66,11 @@ OPERATIONS: dict[str, Operation] = {
     "first_delivery": lambda s: s.first_delivery("Ev1"),
     "audit": lambda s: s.audit(AuditEntry(at=1.0, action="answered")),
     "recent_audit": lambda s: s.recent_audit(),
+    "enqueue": lambda s: s.enqueue("event", {"n": 1}, dedupe="Ev1"),
+    "take": lambda s: s.take("worker-a", lease=60),
+    "extend": lambda s: s.extend("worker-a", ["1-0", "2-0"], lease=60),
+    "done": lambda s: s.done("1-0"),
+    "inbox_size": lambda s: s.inbox_size(),
 }
 
 
@@ -135,6 +140,8 @@ async def test_all_keys_live_under_the_prefix(counted: RedisStore, raw: aioredis
         keys.thread("C1", "1.1"),
         keys.delivery("Ev1"),
         keys.audit,
+        keys.inbox,
+        keys.inbox_seen("Ev1"),
     }  # `due` is gone: both interactions left it, and Redis deletes an empty sorted set.
     found = {key.decode() async for key in raw.scan_iter(match=f"{counted.prefix}*")}
     assert found == expected

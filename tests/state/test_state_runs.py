@@ -98,6 +98,30 @@ async def test_claim_is_won_once_and_the_loser_sees_the_winner(store: Store) -> 
     assert loaded is not None and loaded.resumed_by == "child-a"
 
 
+async def test_the_child_holding_a_claim_wins_it_again(store: Store) -> None:
+    """A retried work item derives the same child id and must carry on with its resume."""
+    await store.save_run(make_run())
+    first = await store.claim_run("run-1", child_id="child-a")
+    again = await store.claim_run("run-1", child_id="child-a")
+    other = await store.claim_run("run-1", child_id="child-b")
+
+    assert first.won and again.won
+    assert again.run is not None and again.run.resumed_by == "child-a"
+    assert not other.won
+    assert other.run is not None and other.run.resumed_by == "child-a"
+    loaded = await store.load_run("run-1")
+    assert loaded is not None and loaded.resumed_by == "child-a"
+
+
+async def test_the_same_child_loses_a_run_that_is_no_longer_paused(store: Store) -> None:
+    await store.save_run(make_run())
+    assert (await store.claim_run("run-1", child_id="child-a")).won
+    await store.save_run(make_run(status="cancelled", reason=None))
+    claim = await store.claim_run("run-1", child_id="child-a")
+    assert not claim.won
+    assert claim.run is not None and claim.run.resumed_by == "child-a"
+
+
 async def test_claim_returns_the_stored_run(store: Store) -> None:
     run = full_run()
     await store.save_run(run)

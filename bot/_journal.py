@@ -1,0 +1,110 @@
+"""The tool journal: what a run records while its handlers run, so that a retry never redoes it.
+
+Before a handler with side effects runs, the run is saved `running` with its transcript (the
+assistant message holding the calls included: a retry must not ask the model again, it would get
+other calls) and the ids of the calls that started; as each call returns, its result is saved.
+A run continued from such a record keeps the saved results, reports a call that started and never
+returned as interrupted (unless its tool is idempotent: then it runs again), and runs the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from state import RunRecord, Store
+
+__all__ = [
+    "INTERRUPTED_BY_CRASH",
+    "INTERRUPTED_BY_STOP",
+    "STOP_SAVE_TIMEOUT",
+    "Journal",
+    "closing_results",
+    "tool_message",
+]
+
+log = logging.getLogger("handback.agent")
+
+INTERRUPTED_BY_CRASH = (
+    "Interrupted: the process stopped while this ran; it may or may not have taken effect."
+)
+"""The result of a call that started in a process that died before its result was saved."""
+
+INTERRUPTED_BY_STOP = "Interrupted: the run was stopped."
+"""The result of every open call of a run whose task was cancelled."""
+
+STOP_SAVE_TIMEOUT = 5.0
+"""Seconds a cancelled run waits for its last save: whoever cancelled it is waiting too, and a
+store that does not answer in that time will not answer the next save either."""
+
+
+class Journal:
+    """Writes one run to the store while its tool calls execute.
+
+    Writes are serialized: on Redis two concurrent writes may travel on two connections and land
+    out of order, an older record last. A write that started finishes even when the task that
+    asked for it is cancelled (it is shielded), and the next write waits for it, so the record a
+    cancelled run saves last is the one that stays.
+    """
+
+    def __init__(self, store: Store, run: RunRecord) -> None:
+        self._store = store
+        self._run = run
+        self._lock = asyncio.Lock()
+        self._inflight: asyncio.Future[None] | None = None
+
+    async def save(self) -> None:
+        """Write the run as it is now (one round trip)."""
+        async with self._lock:
+            if self._inflight is not None and not self._inflight.done():
+                # Left behind by a caller that was cancelled while it waited.
+                await asyncio.wait([self._inflight])
+            write = asyncio.ensure_future(self._store.save_run(self._run))
+            write.add_done_callback(_log_failure)
+            self._inflight = write
+            await asyncio.shield(write)
+
+    async def save_stopped(self) -> None:
+        """The last save of a run whose task was cancelled: bounded by `STOP_SAVE_TIMEOUT`.
+
+        The cancellation that stopped the run was already delivered, so awaiting here is not cut
+        short by it; the caller re-raises it afterwards (no `uncancel()`: whoever cancelled the
+        task, a `TaskGroup` or `asyncio.timeout`, must still see it). A second cancellation, or
+        the timeout, abandons the wait but not the write.
+        """
+        try:
+            async with asyncio.timeout(STOP_SAVE_TIMEOUT):
+                await self.save()
+        except TimeoutError:
+            log.error(
+                "run %s: the store did not save the stopped run within %ss",
+                self._run.run_id,
+                STOP_SAVE_TIMEOUT,
+            )
+        except asyncio.CancelledError:
+            log.warning("run %s: cancelled again while saving the stopped run", self._run.run_id)
+        except Exception:
+            log.exception("run %s: saving the stopped run failed", self._run.run_id)
+
+
+def _log_failure(write: asyncio.Future[None]) -> None:
+    # A shielded write whose caller went away is awaited by nobody: say what became of it.
+    if not write.cancelled() and write.exception() is not None:
+        log.error("journal write failed: %r", write.exception())
+
+
+def closing_results(run: RunRecord, *, started: str, not_started: str) -> list[dict[str, Any]]:
+    """Tool messages that close every pending call of `run`, in call order: its saved result,
+    else `started` or `not_started`, whether its handler started or not."""
+    messages = []
+    for call in run.pending_calls:
+        result = run.results.get(call.tool_call_id)
+        if result is None:
+            result = started if call.tool_call_id in run.started else not_started
+        messages.append(tool_message(call.tool_call_id, result))
+    return messages
+
+
+def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}

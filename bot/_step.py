@@ -1,0 +1,247 @@
+"""One step of a run: the tool calls of the model's last turn, executed once, with their journal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from state import PendingCall, PendingInteraction, RunRecord
+
+from ._journal import INTERRUPTED_BY_CRASH, Journal
+from ._redact import redact
+from ._suspend import Cancelled, HandlerScope, Suspended, current_scope
+from ._tool import ArgumentsError, Tool
+
+__all__ = ["APPROVAL_SCHEMA", "Outcome", "Step"]
+
+log = logging.getLogger("handback.agent")
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "boolean"},
+        {
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": ["approved"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """What became of one tool call in this step."""
+
+    call: PendingCall
+    result: str | None = None
+    suspended: PendingInteraction | None = None
+    cancelled: str | None = None
+    used_answers: list[str] = field(default_factory=list)
+    ran: bool = False
+    """Whether this step tried to make progress on it (a waiting call nobody answered did not)."""
+
+
+@dataclass(kw_only=True)
+class _Ready:
+    """A call whose handler is about to run: its tool, validated arguments and scope."""
+
+    outcome: Outcome
+    tool: Tool
+    arguments: dict[str, Any]
+    scope: HandlerScope
+
+
+@dataclass(kw_only=True)
+class Step:
+    """Executes `run.pending_calls` once; the results are also kept in `run.results`."""
+
+    agent_name: str
+    tools: dict[str, Tool]
+    run: RunRecord
+    journal: Journal
+    durable: bool
+    """Whether the transcript holding these calls is in the store already (the parent of a
+    resume, a journal), so that a retry of this run would execute these very calls again."""
+    _outcomes: list[Outcome] = field(default_factory=list)
+    _running: int = 0
+
+    async def execute(self) -> list[Outcome]:
+        carried = {i.tool_call_id: i for i in self.run.interactions}
+        self._outcomes = [self._classify(call, carried) for call in self.run.pending_calls]
+        # Every call is prepared (tool found, arguments validated, approval policy read, gate
+        # passed) before any handler runs: a policy that fails ends the run with no sibling
+        # half-executed.
+        ready = [r for o in self._outcomes if o.ran and (r := await self._prepare(o))]
+        await self._journal_start(ready)
+        self._running = len([r for r in ready if not r.tool.pure])
+        handlers = [self._run_handler(r) for r in ready]
+        if len(handlers) == 1:
+            await handlers[0]
+        elif handlers:
+            await asyncio.gather(*handlers)
+        # Answers nobody used in this step belong to the calls that were not re-run.
+        used = {iid for o in self._outcomes if o.ran for iid in o.used_answers}
+        leftover = [iid for iid in self.run.answers if iid not in used]
+        for outcome in self._outcomes:
+            if not outcome.ran:
+                outcome.used_answers = leftover
+        return self._outcomes
+
+    def _classify(
+        self, call: PendingCall, carried: dict[str | None, PendingInteraction]
+    ) -> Outcome:
+        outcome = Outcome(call=call)
+        saved = self.run.results.get(call.tool_call_id)
+        waiting = carried.get(call.tool_call_id)
+        tool = self.tools.get(call.name)
+        if saved is not None:
+            outcome.result = saved  # journaled by an earlier attempt: never run again
+        elif waiting is not None and waiting.interaction_id not in self.run.answers:
+            # Nobody answered this one: do not re-run its handler just to pause again.
+            outcome.suspended = waiting
+        elif call.tool_call_id in self.run.started and not (tool and tool.idempotent):
+            # It ran in a process that died before its result was saved: running it again could
+            # do twice what it did; saying so lets the model (and the people) decide.
+            self._resolve(outcome, INTERRUPTED_BY_CRASH)
+        else:
+            outcome.ran = True
+        return outcome
+
+    async def _prepare(self, outcome: Outcome) -> _Ready | None:
+        """The call ready to run; None when it already has its result or waits for approval.
+
+        Raises `ApprovalPolicyError` when the tool's policy cannot be read: that ends the run.
+        """
+        call = outcome.call
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(f"`{n}`" for n in self.tools) or "none"
+            self._resolve(outcome, f"Error: there is no tool `{call.name}` (available: {names})")
+            return None
+        try:
+            arguments = tool.parse_arguments(call.arguments)
+        except ArgumentsError as exc:
+            self._resolve(outcome, f"Error: invalid arguments for tool `{tool.name}`: {exc}")
+            return None
+        gated = await tool.needs_approval(arguments)
+        run = self.run
+        scope = HandlerScope(
+            path=f"{self.agent_name}.{tool.name}",
+            name=tool.name,
+            tool_call_id=call.tool_call_id,
+            answers=run.answers,
+            run_id=run.run_id,
+            root_id=run.root_id if run.id_scheme >= 2 else None,
+        )
+        ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
+        if gated and not self._approved(ready):
+            outcome.used_answers = scope.used
+            return None
+        return ready
+
+    def _approved(self, ready: _Ready) -> bool:
+        """The approval gate: a `suspend()` made before any handler code runs."""
+        outcome, tool = ready.outcome, ready.tool
+        payload = {
+            "tool": tool.name,
+            # JSON first, so that redaction also reaches into model-typed arguments.
+            "arguments": redact(to_jsonable_python(ready.arguments, fallback=str)),
+            "tool_call_id": outcome.call.tool_call_id,
+        }
+        try:
+            decision = ready.scope.suspend(payload, "approval", APPROVAL_SCHEMA)
+        except Suspended as pause:
+            outcome.suspended = pause.interaction
+            return False
+        except Cancelled as cancel:
+            outcome.cancelled = cancel.reason
+            return False
+        approved, reason = _decision(decision)
+        if not approved:
+            self._resolve(outcome, f"Denied: {reason}")
+        return approved
+
+    async def _journal_start(self, ready: list[_Ready]) -> None:
+        """Save the run `running` with the calls whose handlers may have side effects.
+
+        Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
+        when the store already holds these calls (a resume, a journal): a retry executes the
+        same calls, and running them twice is what `idempotent` allows. After a fresh model turn
+        the write is needed even then: a retry would otherwise ask the model again and run the
+        other calls it gets, under other idempotency keys.
+        """
+        effectful = [r for r in ready if not r.tool.pure]
+        if not effectful:
+            return
+        started = self.run.started
+        started += [
+            r.outcome.call.tool_call_id
+            for r in effectful
+            if r.outcome.call.tool_call_id not in started
+        ]
+        if self.durable and all(r.tool.idempotent for r in effectful):
+            return
+        await self._save()
+
+    async def _run_handler(self, ready: _Ready) -> None:
+        outcome, tool = ready.outcome, ready.tool
+        token = current_scope.set(ready.scope)
+        try:
+            self._resolve(outcome, _as_text(await tool.invoke(ready.arguments)))
+        except Suspended as pause:
+            outcome.suspended = pause.interaction
+        except Cancelled as cancel:
+            outcome.cancelled = cancel.reason
+        except Exception as exc:
+            log.warning("tool %s failed: %r", tool.name, exc)
+            self._resolve(outcome, f"Error: tool `{tool.name}` failed: {type(exc).__name__}: {exc}")
+        finally:
+            outcome.used_answers = ready.scope.used
+            current_scope.reset(token)
+        if not tool.pure:
+            await self._journal_end(outcome)
+
+    async def _journal_end(self, outcome: Outcome) -> None:
+        """Save what became of a call with side effects, unless the next save does it anyway."""
+        self._running -= 1
+        if outcome.result is None:
+            # It paused (or was cancelled) before any side effect, as `suspend()` must come
+            # first: a retry may run it again.
+            self.run.started.remove(outcome.call.tool_call_id)
+        if self._running == 0 and any(
+            o.suspended is not None or o.cancelled is not None for o in self._outcomes
+        ):
+            # The last handler of a step that pauses or ends cancelled: the save of the paused
+            # (or cancelled) run follows at once, with this result in it.
+            return
+        await self._save()
+
+    async def _save(self) -> None:
+        self.run.status = "running"
+        await self.journal.save()
+
+    def _resolve(self, outcome: Outcome, result: str) -> None:
+        outcome.result = result
+        self.run.results[outcome.call.tool_call_id] = result
+
+
+def _decision(answer: Any) -> tuple[bool, str]:
+    if isinstance(answer, dict):
+        return bool(answer.get("approved")), str(answer.get("reason") or "no reason given")
+    return bool(answer), "no reason given"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        # pydantic models and dataclasses become JSON objects, not their repr.
+        return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)

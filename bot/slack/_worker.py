@@ -1,0 +1,245 @@
+"""The inbox worker: takes durable work items from the store, runs them, and marks them done.
+
+Every event, click and modal answer the app accepts is in the store's inbox before Slack gets its
+200. This side finishes them, at least once, in whichever process is alive: an item is leased to
+one worker, its lease is renewed while it runs, and only a finished item is marked done. An item
+whose worker died (or whose work hit a store outage) is taken again once its lease runs out, and
+every step of the work is idempotent, so a retry finishes the work instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from state import Store, StoreError, WorkItem
+
+__all__ = ["WORK_LEASE", "Work", "Worker", "derived_run_id"]
+
+log = logging.getLogger("handback.slack")
+
+Handler = Callable[[WorkItem], Awaitable[None]]
+
+WORK_LEASE = 5.0
+"""Seconds an item stays with a worker that stopped renewing it; then another worker takes it.
+Renewed three times per lease while the work runs, so it bounds how long a dead worker's items
+wait (the issue's promise: found and finished within 5 seconds), never how long work may take."""
+
+MAX_ATTEMPTS = 8
+"""An item handed out this many times without finishing is dropped with an error in the log: a
+payload that crashes every worker must not circle forever."""
+
+_TAKE_MOST = 64
+_OUTAGE_PAUSE_FIRST = 0.2
+_OUTAGE_PAUSE_MOST = 2.0
+
+
+def derived_run_id(work_id: str, purpose: str) -> str:
+    """The run id a work item gives the run it starts, the same on every retry of that item, so
+    the retry finds (and continues, or replays) the run instead of starting another."""
+    digest = hashlib.sha256(f"{work_id}\x1f{purpose}".encode()).hexdigest()
+    return f"run_{digest[:32]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Work:
+    """Which inbox item a piece of work comes from, and which attempt at it this is."""
+
+    id: str
+    attempt: int = 1
+
+    def run_id(self, purpose: str) -> str:
+        return derived_run_id(self.id, purpose)
+
+    @property
+    def retry(self) -> bool:
+        """A later attempt: what the store shows as done may be this item's own earlier work."""
+        return self.attempt > 1
+
+
+class Worker:
+    """Works the inbox with at most `concurrency` items at once; `run_until_idle()` for tests."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        handle: Handler,
+        consumer: str | None = None,
+        lease: float = WORK_LEASE,
+        concurrency: int = 1000,
+        poll: float = 1.0,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.store = store
+        self.handle = handle
+        self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
+        self.lease = lease
+        self.concurrency = concurrency
+        self.poll = poll
+        self.max_attempts = max_attempts
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._kicker: asyncio.Task[None] | None = None
+        self._kick_again = False
+        self._stopping = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @property
+    def busy(self) -> int:
+        return len(self._inflight)
+
+    # ------------------------------------------------------------------ running
+
+    async def run_forever(self) -> None:
+        """Take and run items until `stop()`; a store outage pauses taking, never ends it."""
+        keeper = asyncio.create_task(self._keep_leases(), name="handback-leases")
+        pause = _OUTAGE_PAUSE_FIRST
+        try:
+            while not self._stopping.is_set():
+                await self._room.wait()
+                try:
+                    taken = await self._take(block=self.poll)
+                except StoreError as error:
+                    log.warning("cannot take work from the store (%s); retrying", error)
+                    await self._pause(pause)
+                    pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
+                    continue
+                pause = _OUTAGE_PAUSE_FIRST
+                for item in taken:
+                    self._start(item)
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    def kick(self) -> None:
+        """Start what the inbox has ready now, without waiting for it to finish.
+
+        For a bot without its loops (tests, an embedded use): work this process recorded starts
+        at once, as the blocking take of `run_forever` would start it.
+        """
+        self._kick_again = True
+        if self._kicker is None or self._kicker.done():
+            self._kicker = asyncio.create_task(self._kicked(), name="handback-kick")
+
+    async def _kicked(self) -> None:
+        while self._kick_again:
+            self._kick_again = False
+            try:
+                for item in await self._take(block=0.0):
+                    self._start(item)
+            except StoreError as error:
+                log.warning("cannot take work from the store (%s)", error)
+                return
+
+    async def run_until_idle(self) -> int:
+        """Take and finish items until the inbox has nothing ready; how many were run."""
+        ran = 0
+        if self._kicker is not None:
+            await asyncio.gather(self._kicker, return_exceptions=True)
+        while True:
+            try:
+                taken = await self._take(block=0.0)
+            except StoreError as error:
+                # What was taken stays in the inbox for when the store answers again.
+                log.warning("cannot take work from the store (%s)", error)
+                taken = []
+            if not taken and not self._inflight:
+                return ran
+            for item in taken:
+                self._start(item)
+                ran += 1
+            if self._inflight:
+                await asyncio.wait(list(self._inflight.values()))
+
+    async def stop(self, *, grace: float) -> None:
+        """Take nothing new, give running items `grace` seconds, then hand the rest back.
+
+        Unfinished items are not marked done, so another worker takes them once their lease
+        runs out; their work resumes from what the store has (the run's journal, the claims).
+        """
+        self._stopping.set()
+        self._room.set()
+        running = list(self._inflight.values())
+        if running:
+            _, late = await asyncio.wait(running, timeout=grace)
+            if late:
+                log.warning("handing back %d unfinished work item(s) at shutdown", len(late))
+                for task in late:
+                    task.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+
+    # ------------------------------------------------------------------ steps
+
+    async def _take(self, *, block: float) -> list[WorkItem]:
+        room = self.concurrency - len(self._inflight)
+        if room <= 0:
+            return []
+        return await self.store.take(
+            self.consumer, count=min(room, _TAKE_MOST), lease=self.lease, block=block
+        )
+
+    def _start(self, item: WorkItem) -> None:
+        if item.item_id in self._inflight:
+            return  # Taken back after a lease lapse while it still runs here: one copy is enough.
+        task = asyncio.create_task(self._run(item), name=f"work-{item.kind}-{item.item_id}")
+        self._inflight[item.item_id] = task
+        if len(self._inflight) >= self.concurrency:
+            self._room.clear()
+
+        def finished(_: asyncio.Task[None]) -> None:
+            self._inflight.pop(item.item_id, None)
+            self._room.set()
+
+        task.add_done_callback(finished)
+
+    async def _run(self, item: WorkItem) -> None:
+        if item.attempts > self.max_attempts:
+            log.error(
+                "dropping %s item %s after %d attempts", item.kind, item.item_id, item.attempts
+            )
+            await self._done(item)
+            return
+        try:
+            await self.handle(item)
+        except StoreError as error:
+            # Left in the inbox: once the store answers again the item is taken again and the
+            # work finishes from where the store says it got to.
+            log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
+            return
+        except Exception:
+            # The handlers tell people about failures themselves; this is a bug. The item is
+            # retried, up to `max_attempts`.
+            log.exception("%s item %s failed", item.kind, item.item_id)
+            return
+        await self._done(item)
+
+    async def _done(self, item: WorkItem) -> None:
+        try:
+            await self.store.done(item.item_id)
+        except StoreError as error:
+            # Taken again after its lease, the item finds its work done and changes nothing.
+            log.warning("could not mark item %s done: %s", item.item_id, error)
+
+    async def _keep_leases(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            held = list(self._inflight)
+            if not held:
+                continue
+            try:
+                kept = set(await self.store.extend(self.consumer, held, lease=self.lease))
+            except StoreError as error:
+                log.warning("could not renew the leases of %d item(s): %s", len(held), error)
+                continue
+            for lost in set(held) - kept:
+                log.warning("work item %s was taken over by another worker", lost)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)

@@ -1,0 +1,234 @@
+"""The inbox on Redis: one stream read through one consumer group, so Redis itself leases items
+(the group's pending entries list), counts their deliveries and hands expired leases to another
+consumer (XAUTOCLAIM). A lease is the server's idle time of the pending entry: it ends `lease`
+seconds (the *taker's* `lease`, so every process should use the same one) after the last take or
+heartbeat (XCLAIM resets it), by the server's clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+
+from ._codec import text
+from ._errors import CorruptRecordError
+from ._inbox import (
+    WorkItem,
+    check_consumer,
+    check_dedupe,
+    check_item_ids,
+    check_take,
+    decode_body,
+    encode_body,
+    lease_seconds,
+    millis,
+)
+from ._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
+
+__all__ = ["RedisInbox"]
+
+_T = TypeVar("_T")
+
+_ENTRY_ID = re.compile(r"\d+-\d+")
+
+# The group starts at id 0, not `$`: items enqueued before any consumer ever took (a fresh Redis,
+# workers started after the app) must be delivered too. Entries leave the stream when done, so
+# starting from 0 replays nothing finished. Creating it on every take and heartbeat (BUSYGROUP
+# once it exists, ignored) keeps the inbox working after its key was deleted.
+_ENSURE_GROUP = "redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')\n"
+
+# KEYS: the stream, then the dedupe mark when there is one. The XADD is the script's first write:
+# if Redis refuses it (out of memory), the script stops having written nothing, so no mark is left
+# for an item that was not recorded and Slack's redelivery of it is accepted. The mark is checked
+# before and set after; a script runs alone, so no other enqueue can come in between.
+_ENQUEUE = """
+if #KEYS == 2 and redis.call('EXISTS', KEYS[2]) == 1 then return false end
+local id = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[1], 'body', ARGV[2])
+if #KEYS == 2 then redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) end
+return id
+"""
+
+# ARGV: group, consumer, count, lease in ms. Expired leases first (their deliveries counted by
+# XAUTOCLAIM and read back from XPENDING), then new entries. Entries deleted while pending come
+# back apart (Redis 7) or with no fields (6.2); acking them drops them from the group for good.
+# No BLOCK here: a script never waits, so a blocking read, when needed, is a second call.
+_TAKE = (
+    _ENSURE_GROUP
+    + """
+local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local taken, gone, cursor = {}, {}, '0-0'
+repeat
+  local r = redis.call('XAUTOCLAIM', KEYS[1], group, consumer, ARGV[4], cursor,
+                       'COUNT', count - #taken)
+  cursor = r[1]
+  for _, e in ipairs(r[2]) do
+    if e[2] then
+      local p = redis.call('XPENDING', KEYS[1], group, e[1], e[1], 1)
+      taken[#taken + 1] = {e[1], e[2], p[1][4]}
+    else
+      gone[#gone + 1] = e[1]
+    end
+  end
+  for _, id in ipairs(r[3] or {}) do gone[#gone + 1] = id end
+until cursor == '0-0' or #taken >= count
+if #gone > 0 then redis.call('XACK', KEYS[1], group, unpack(gone)) end
+if #taken < count then
+  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count - #taken,
+                       'STREAMS', KEYS[1], '>')
+  if r then
+    for _, e in ipairs(r[1][2]) do taken[#taken + 1] = {e[1], e[2], 1} end
+  end
+end
+return taken
+"""
+)
+
+# ARGV: group, consumer, then ids. XCLAIM would take an entry from any consumer, so it is only
+# sent for entries still pending for this one; JUSTID leaves their delivery count alone.
+_EXTEND = (
+    _ENSURE_GROUP
+    + """
+local held = {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
+  if #p > 0 and #redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID') > 0 then
+    held[#held + 1] = ARGV[i]
+  end
+end
+return held
+"""
+)
+
+
+def _is_entry_id(item_id: str) -> bool:
+    return _ENTRY_ID.fullmatch(item_id) is not None
+
+
+class RedisInbox:
+    """The `Inbox` half of `RedisStore`; every call is one round trip (a `take` that finds
+    nothing and may block makes a second one, the blocking XREADGROUP)."""
+
+    _keys: RedisKeys
+
+    def _live(self) -> aioredis.Redis:
+        raise NotImplementedError
+
+    async def _send(self, call: Awaitable[_T]) -> _T:
+        raise NotImplementedError
+
+    def _register_inbox(self, client: aioredis.Redis) -> None:
+        self._enqueue_script = client.register_script(_ENQUEUE)
+        self._take_script = client.register_script(_TAKE)
+        self._extend_script = client.register_script(_EXTEND)
+
+    async def enqueue(
+        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+    ) -> str | None:
+        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`) in the same script."""
+        check_dedupe(kind, dedupe)
+        keys = [self._keys.inbox]
+        if dedupe is not None:
+            keys.append(self._keys.inbox_seen(dedupe))
+        reply = await self._send(
+            self._enqueue_script(
+                keys=keys, args=[kind, encode_body(body), DELIVERY_TTL], client=self._live()
+            )
+        )
+        return None if reply is None else text(reply)
+
+    async def take(
+        self, consumer: str, *, count: int = 16, lease: float = 5.0, block: float = 0.0
+    ) -> list[WorkItem]:
+        """XAUTOCLAIM (min-idle = `lease`) then XREADGROUP `>`, in one script; when that finds
+        nothing and `block` > 0, a blocking XREADGROUP for new items."""
+        check_take(consumer, count, lease, block)
+        reply = await self._send(
+            self._take_script(
+                keys=[self._keys.inbox],
+                args=[INBOX_GROUP, consumer, count, millis(lease)],
+                client=self._live(),
+            )
+        )
+        items = [self._item(entry[0], entry[1], int(entry[2])) for entry in reply]
+        if items or block <= 0:
+            return items
+        read = await self._send(
+            self._live().xreadgroup(
+                INBOX_GROUP,
+                consumer,
+                {self._keys.inbox: ">"},
+                count=count,
+                block=millis(block),
+            )
+        )
+        return [self._item(entry_id, fields, 1) for entry_id, fields in _stream_entries(read)]
+
+    async def extend(self, consumer: str, item_ids: Sequence[str], *, lease: float) -> list[str]:
+        """XCLAIM JUSTID (idle time back to 0) of the ids still pending for `consumer`. The lease
+        then runs for the next taker's `lease`, which is why every process should use one."""
+        check_consumer(consumer)
+        lease_seconds(lease)
+        check_item_ids(item_ids, valid=_is_entry_id, store="Redis")
+        if not item_ids:
+            return []
+        reply = await self._send(
+            self._extend_script(
+                keys=[self._keys.inbox],
+                args=[INBOX_GROUP, consumer, *item_ids],
+                client=self._live(),
+            )
+        )
+        return [text(item_id) for item_id in reply]
+
+    async def done(self, item_id: str) -> None:
+        """XACK + XDEL in one MULTI (one round trip); an id already gone is a no-op."""
+        check_item_ids([item_id], valid=_is_entry_id, store="Redis")
+        async with self._live().pipeline(transaction=True) as pipe:
+            pipe.xack(self._keys.inbox, INBOX_GROUP, item_id)
+            pipe.xdel(self._keys.inbox, item_id)
+            await self._send(pipe.execute())
+
+    async def inbox_size(self) -> int:
+        """XLEN: done items are deleted, so the stream holds exactly the ones not done."""
+        return int(await self._send(self._live().xlen(self._keys.inbox)))
+
+    def _item(self, entry_id: Any, fields: Any, attempts: int) -> WorkItem:
+        item_id = text(entry_id)
+        key = f"{self._keys.inbox}/{item_id}"
+        values = _fields(fields)
+        kind, body = values.get("kind"), values.get("body")
+        if kind is None or body is None:
+            raise CorruptRecordError(key, "work item", "its entry has no `kind` or `body`")
+        return WorkItem(
+            item_id=item_id,
+            kind=kind,
+            body=decode_body(body, key=key),
+            attempts=attempts,
+            # The entry id is the server's clock in milliseconds when it was added.
+            enqueued_at=int(item_id.split("-", 1)[0]) / 1000,
+        )
+
+
+def _fields(fields: Any) -> dict[str, str]:
+    """An entry's fields, as a flat list (from a script) or a mapping (parsed by redis-py)."""
+    if isinstance(fields, Mapping):
+        return {text(name): text(value) for name, value in fields.items()}
+    return {text(fields[i]): text(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+
+
+def _stream_entries(reply: Any) -> list[tuple[Any, Any]]:
+    """The entries of a one-stream XREADGROUP reply as redis-py parses it: `[[name, entries]]`
+    (RESP2), `{name: entries}` or `{name: [entries]}` (RESP3, by redis-py version); a timeout
+    gives nothing."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, Mapping) else (stream[1] for stream in reply)
+    found: list[tuple[Any, Any]] = []
+    for entries in streams:
+        if entries and isinstance(entries[0], list):
+            entries = entries[0]
+        found.extend((entry[0], entry[1]) for entry in entries if entry[0] is not None)
+    return found

@@ -1,0 +1,216 @@
+"""Redis stops while the bot runs (issue 8): Slack hears so in time, people are told, and what
+was taken before the outage finishes once Redis is back, without restarting the bot.
+
+Each test runs its own `redis-server` on a free port, without persistence of its own. Stopping
+it snapshots first (`SAVE`) and then kills it, so the restart on the same port brings back
+what was written up to the outage: a Redis that forgets everything would take the inbox with
+it, which no bot can recover from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from blocks import ACTION_APPROVE
+from bot.playground._slack import LocalSlack
+
+from ..conftest import IN_CI
+from .conftest import ALICE, BOB, CHANNEL
+from .durable import AGENT, INTERRUPTED, QUICK, Marks, answer_in, answers, card_in, poll, sorry
+from .processes import Fleet, free_port
+
+pytestmark = pytest.mark.slow
+
+SLACK_DEADLINE = 3.0
+"""Seconds Slack waits for an answer to a request."""
+
+
+class RedisServer:
+    """A `redis-server` on 127.0.0.1:`port` keeping its snapshot in `root`."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root
+        self.port = port
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.root),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                with contextlib.suppress(aioredis.ConnectionError, OSError):
+                    if await client.ping():
+                        return
+                if time.monotonic() > deadline or self.process.returncode is not None:
+                    raise AssertionError(f"redis-server did not start on port {self.port}")
+                await asyncio.sleep(0.02)
+        finally:
+            await client.aclose()
+
+    async def stop(self) -> None:
+        """Snapshot what it holds, then SIGKILL it: connections drop mid-flight."""
+        client = aioredis.Redis.from_url(self.url)
+        try:
+            await client.save()
+        finally:
+            await client.aclose()
+        await self.kill()
+
+    async def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+
+
+@pytest.fixture
+async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed and CI is set")
+        pytest.skip("redis-server is not installed")
+    root = tmp_path / "redis"
+    root.mkdir()
+    server = RedisServer(root, free_port())
+    try:
+        await server.start()
+        yield server
+    finally:
+        await server.kill()
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Marks:
+    return Marks.make(tmp_path)
+
+
+async def test_a_mention_while_redis_is_down_is_refused_in_time(
+    redis_server: RedisServer, marks: Marks
+) -> None:
+    """Slack gets a non-2xx within its 3 s, so it delivers the event again; the redelivery,
+    once Redis is back, is answered."""
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
+    ):
+        await fleet.start("all")
+        hello = await slack.post_user_message(ALICE, CHANNEL, "hello")
+        assert await answer_in(slack, hello.ts) == ["I have heard: hello"]
+
+        await redis_server.stop()
+        asked = await slack.post_user_message(ALICE, CHANNEL, "lookup api", deliver=False)
+        mention = slack.events_for(asked)[0]
+        assert mention["type"] == "app_mention"
+        event_id = slack.new_event_id()
+        began = time.monotonic()
+        async with asyncio.timeout(SLACK_DEADLINE):
+            refused = await slack.send_event(mention, event_id=event_id)
+        assert not 200 <= refused.status < 300, refused
+        assert time.monotonic() - began < SLACK_DEADLINE
+
+        await redis_server.start()
+        redelivered = await slack.send_event(mention, event_id=event_id, retry_num=1)
+        assert redelivered.status == 200
+        assert await answer_in(slack, asked.ts) == ["Tool said: api runs 2.3"]
+        await fleet.live[0].wait_idle()
+        assert marks.count("lookup") == 1
+        assert sorry(slack) == []
+
+
+async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
+    redis_server: RedisServer, marks: Marks
+) -> None:
+    """The click is acked within 3 s and the person gets the "could not record" message;
+    clicking again once Redis is back deploys, once."""
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
+    ):
+        await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+        card = await card_in(slack, asked.ts)
+        await fleet.live[0].wait_idle()
+
+        await redis_server.stop()
+        began = time.monotonic()
+        async with asyncio.timeout(SLACK_DEADLINE):
+            clicked = await slack.click(BOB, card.ts, ACTION_APPROVE)
+        assert time.monotonic() - began < SLACK_DEADLINE
+        assert clicked.status == 200
+        told = await poll(
+            lambda: [e.text for e in slack.ephemerals_for(BOB) if "could not record" in e.text],
+            timeout=10,
+            what="the could-not-record message",
+        )
+        assert told == [
+            "Sorry, I could not record that just now, so nothing happened. "
+            "Please try again in a moment."
+        ]
+        assert marks.count("deploy") == 0
+
+        await redis_server.start()
+        assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+        assert await answer_in(slack, asked.ts) == ["Tool said: deployed api to prod"]
+        await fleet.live[0].wait_idle()
+        assert marks.count("deploy") == 1
+        assert [m.text for m in slack.bot_messages() if "Sorry" in m.text] == []
+
+
+async def test_work_taken_before_redis_stopped_finishes_once_it_is_back(
+    redis_server: RedisServer, marks: Marks
+) -> None:
+    """A slow tool is running when Redis stops, and finishes during the outage; once Redis is
+    back the turn ends with an answer in the thread, the tool having run once, with no
+    restart of the bot."""
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
+    ):
+        [bot] = await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "slow api")
+        await poll(lambda: marks.count("slow") == 1, timeout=20, what="the slow call starting")
+
+        await redis_server.stop()
+        marks.release()
+        await poll(lambda: marks.count("slow") == 2, timeout=10, what="the slow call ending")
+        # The bot meets the outage: writing the call's result fails, the work item waits.
+        await bot.wait_for_log("waits for the store")
+        assert answers(slack, asked.ts) == []
+        await redis_server.start()
+
+        [reply] = await answer_in(slack, asked.ts, timeout=30)
+        await bot.wait_idle()
+        assert bot.alive
+        assert reply in {"Tool said: restarted api", f"Tool said: {INTERRUPTED}"}
+        assert [line.split()[1] for line in marks.lines("slow")] == ["start", "end"]
+        assert answers(slack, asked.ts) == [reply]
+        assert sorry(slack) == []
