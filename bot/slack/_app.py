@@ -162,7 +162,10 @@ class SlackBot:
             handle=self._work,
             lease=settings.handback_work_lease,
             concurrency=settings.handback_concurrency,
+            yield_to=lambda: self._recording > 0,
         )
+        self._recording = 0
+        """Slack requests being written to the inbox right now; the worker waits for them."""
         self.role = role
         self._loops = loops
         """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
@@ -329,6 +332,7 @@ class SlackBot:
 
         A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
         """
+        self._recording += 1
         try:
             item_id = await asyncio.wait_for(
                 self.store.enqueue(kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe),
@@ -337,6 +341,8 @@ class SlackBot:
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, error or "timed out")
             return False
+        finally:
+            self._recording -= 1
         if item_id is None:
             # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
             log.info("ignoring a repeated delivery of %s", dedupe)

@@ -35,6 +35,14 @@ MAX_ATTEMPTS = 8
 payload that crashes every worker must not circle forever."""
 
 _TAKE_MOST = 64
+
+_BUSY_LOOP = 0.05
+"""Seconds one turn of the event loop may take before new work waits in the inbox. Acks run on
+the same loop: a process that took work faster than it can run it would answer Slack late (and
+an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
+the loop is, not only the `concurrency` cap."""
+
+_YIELD_PAUSE = 0.01
 _OUTAGE_PAUSE_FIRST = 0.2
 _OUTAGE_PAUSE_MOST = 2.0
 
@@ -75,6 +83,7 @@ class Worker:
         concurrency: int = 1000,
         poll: float = 1.0,
         max_attempts: int = MAX_ATTEMPTS,
+        yield_to: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.handle = handle
@@ -83,6 +92,9 @@ class Worker:
         self.concurrency = concurrency
         self.poll = poll
         self.max_attempts = max_attempts
+        self.yield_to = yield_to
+        """True while something more urgent runs on this loop (the app recording Slack's
+        requests before their deadline): new work waits until it is done."""
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._kicker: asyncio.Task[None] | None = None
         self._kick_again = False
@@ -103,6 +115,7 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 await self._room.wait()
+                await self._wait_for_calm()
                 try:
                     taken = await self._take(block=self.poll)
                 except StoreError as error:
@@ -239,6 +252,22 @@ class Worker:
                 continue
             for lost in set(held) - kept:
                 log.warning("work item %s was taken over by another worker", lost)
+
+    async def _wait_for_calm(self) -> None:
+        """Return once nothing more urgent runs and a turn of the event loop is quick again
+        (or nothing of ours runs)."""
+        loop = asyncio.get_running_loop()
+        while not self._stopping.is_set():
+            if self.yield_to():
+                await self._pause(_YIELD_PAUSE)
+                continue
+            if not self._inflight:
+                return
+            began = loop.time()
+            await asyncio.sleep(0)  # resumes after every callback that was ready has run
+            if loop.time() - began < _BUSY_LOOP:
+                return
+            await self._pause(_BUSY_LOOP)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
