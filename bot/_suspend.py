@@ -187,8 +187,9 @@ def suspend(
 
 
 def current_call() -> CallContext:
-    """The tool call the calling handler executes (also from a thread it was started in by
-    `asyncio.to_thread`, which copies the context); `UsageError` outside a handler."""
+    """The tool call the calling handler executes (also in the thread a sync handler runs in,
+    and in threads a handler starts with `asyncio.to_thread`, which copies the context);
+    `UsageError` outside a handler."""
     scope = current_scope.get()
     if scope is None or scope.tool_call_id is None:
         raise UsageError("current_call() was called outside a tool handler of a running agent")

@@ -21,6 +21,7 @@ __all__ = [
     "THREAD_LEASE_TTL",
     "THREAD_TTL",
     "RedisKeys",
+    "hash_tag",
     "interaction_ttl",
 ]
 
@@ -75,49 +76,51 @@ def interaction_ttl(expires_at: float, now: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RedisKeys:
-    """Key names under one prefix."""
+    """Key names under one prefix.
+
+    On a Redis Cluster (`cluster=True`) every key starts with `namespace`, the prefix made a hash
+    tag (`{hb:}run:<id>`), unless the prefix already holds one (`?prefix=app:{team-a}:`): one
+    store's keys then live in one slot, so every script may touch any of them. A single Redis
+    keeps the untagged names (`hb:run:<id>`) it has always had.
+    """
 
     prefix: str = DEFAULT_PREFIX
+    cluster: bool = False
 
     @property
-    def run_prefix(self) -> str:
-        """Lua scripts that read the run of an interaction append its id to this."""
-        return f"{self.prefix}run:"
+    def namespace(self) -> str:
+        """What every key starts with: the prefix, tagged on a cluster."""
+        if not self.cluster or hash_tag(self.prefix):
+            return self.prefix
+        tagged = f"{{{self.prefix}}}"
+        if not hash_tag(tagged):
+            raise ValueError(f"the prefix {self.prefix!r} cannot be made a Redis Cluster hash tag")
+        return tagged
 
     def run(self, run_id: str) -> str:
         """Hash: `rec` (the run's JSON), `status`, and `resumed_by` once claimed."""
-        return f"{self.run_prefix}{run_id}"
-
-    @property
-    def interaction_prefix(self) -> str:
-        """Lua scripts that read many interactions append ids to this."""
-        return f"{self.prefix}ix:"
+        return f"{self.namespace}run:{run_id}"
 
     def interaction(self, interaction_id: str) -> str:
         """Hash: `rec` (the JSON as added), `run_id`, `status`, `expires_at` and the fields set
         later."""
-        return f"{self.interaction_prefix}{interaction_id}"
-
-    @property
-    def run_interactions_prefix(self) -> str:
-        """Lua scripts that list a run's interactions append its id to this."""
-        return f"{self.prefix}run-ix:"
+        return f"{self.namespace}ix:{interaction_id}"
 
     def run_interactions(self, run_id: str) -> str:
         """Sorted set of interaction ids scored by the order they were added to the run."""
-        return f"{self.run_interactions_prefix}{run_id}"
+        return f"{self.namespace}run-ix:{run_id}"
 
     @property
     def due(self) -> str:
         """Sorted set of pending interaction ids scored by `expires_at`."""
-        return f"{self.prefix}due"
+        return f"{self.namespace}due"
 
     @property
     def settled(self) -> str:
-        """Sorted set (all scores 0, so ordered by id) of paused, unclaimed runs that have an
-        interaction answered or closed; `claim_run` removes the run, `settled_runs` stale ones.
-        Lives `SETTLED_TTL` after its last addition."""
-        return f"{self.prefix}settled"
+        """Sorted set (all scores 0, so ordered by id) of runs that had an interaction answered
+        or closed; `claim_run` removes the run, `settled_runs` the ones found claimed, no longer
+        paused or gone. Lives `SETTLED_TTL` after its last addition."""
+        return f"{self.namespace}settled"
 
     def thread(self, channel: str, thread_ts: str) -> str:
         """String: the id of the thread's last run.
@@ -125,34 +128,44 @@ class RedisKeys:
         `%` and `:` in the channel are escaped, so (`a:b`, `c`) and (`a`, `b:c`) stay two keys;
         Slack's channel ids have neither, so their keys read as written.
         """
-        return f"{self.prefix}thread:{_thread_id(channel, thread_ts)}"
+        return f"{self.namespace}thread:{_thread_id(channel, thread_ts)}"
 
     def thread_lease(self, channel: str, thread_ts: str) -> str:
         """String with a PX TTL: the owner of the turn running in the thread, while it runs."""
-        return f"{self.prefix}thread-lease:{_thread_id(channel, thread_ts)}"
+        return f"{self.namespace}thread-lease:{_thread_id(channel, thread_ts)}"
 
     def delivery(self, event_id: str) -> str:
         """String set with NX: its existence means the event was already handled."""
-        return f"{self.prefix}event:{event_id}"
+        return f"{self.namespace}event:{event_id}"
 
-    # `{inbox}` is a hash tag: on a Redis Cluster the stream and every dedupe mark hash to one
-    # slot, so the enqueue script may write both. One slot for the whole inbox is by design: it is
-    # one queue, and a stream cannot be split across slots anyway.
+    # `{inbox}` is a hash tag: the stream and every dedupe mark hash to one slot, so the enqueue
+    # script may write both. On a cluster the namespace's tag comes first and is the one Redis
+    # reads, which puts the inbox in the store's slot with everything else.
 
     @property
     def inbox(self) -> str:
         """Stream of work items (fields `kind` and `body`), read through the `INBOX_GROUP`
         consumer group; an item leaves it when done (XACK + XDEL), so it never needs a TTL."""
-        return f"{self.prefix}{{inbox}}:items"
+        return f"{self.namespace}{{inbox}}:items"
 
     def inbox_seen(self, dedupe: str) -> str:
         """String set with NX and a `DELIVERY_TTL`: an item with this dedupe key was enqueued."""
-        return f"{self.prefix}{{inbox}}:seen:{dedupe}"
+        return f"{self.namespace}{{inbox}}:seen:{dedupe}"
 
     @property
     def audit(self) -> str:
         """List of audit entries' JSON, newest at the head, trimmed to `AUDIT_CAP`."""
-        return f"{self.prefix}audit"
+        return f"{self.namespace}audit"
+
+
+def hash_tag(key: str) -> str:
+    """The part of `key` a Redis Cluster hashes when it has one: between the first `{` and the
+    first `}` after it, if not empty; else nothing (the whole key is hashed)."""
+    start = key.find("{")
+    if start < 0:
+        return ""
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if end > start + 1 else ""
 
 
 def _thread_id(channel: str, thread_ts: str) -> str:

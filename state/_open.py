@@ -30,7 +30,8 @@ async def open_store(url: str | None = None) -> AsyncIterator[Store]:
     """Open the store named by `url`, else `$HANDBACK_STORE`, else `sqlite:///handback.db`.
 
     `redis://`, `rediss://` and `unix://` open a `RedisStore` (a `?prefix=` query names its key
-    namespace); `sqlite:///relative.db`, `sqlite:////absolute.db` and `sqlite:///:memory:` open
+    namespace), and so do `redis+cluster://` and `rediss+cluster://`, on a Redis Cluster;
+    `sqlite:///relative.db`, `sqlite:////absolute.db` and `sqlite:///:memory:` open
     an `SQLiteStore`. The store is closed when the block exits.
     """
     store = store_from_url(url or os.environ.get(STORE_ENV) or DEFAULT_STORE_URL)

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisClusterException
 
 from ._codec import (
     INTERACTION_OVERLAY,
@@ -48,6 +49,7 @@ from ._records import (
     RunClaim,
     RunRecord,
 )
+from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_inbox import RedisInbox
 from ._url import mask_url, redis_options, store_kind
 
@@ -62,17 +64,15 @@ _READ_IX = (
     + ") end\n"
 )
 
-# Marks the run of the interaction at `ix` as settled while it is paused and unclaimed. The run's
-# key is derived from a prefix (like the reads below), which a Redis cluster would need tagged.
+# Lists the run of the interaction at `ix` in the settled index. Whether that run is still paused
+# and unclaimed is left to `settled_runs`: the run's key is not known before the script reads
+# `run_id`, and a script may only touch the keys it was given (on a cluster, in one slot).
 _MARK_SETTLED = """
-local function mark_settled(ix, settled, run_prefix, ttl)
+local function mark_settled(ix, settled, ttl)
   local run = redis.call('HGET', ix, 'run_id')
   if not run then return end
-  local r = redis.call('HMGET', run_prefix .. run, 'status', 'resumed_by')
-  if r[1] == 'paused' and not r[2] then
-    redis.call('ZADD', settled, 0, run)
-    redis.call('EXPIRE', settled, ttl)
-  end
+  redis.call('ZADD', settled, 0, run)
+  redis.call('EXPIRE', settled, ttl)
 end
 """
 
@@ -140,7 +140,7 @@ if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
              'answered_by', ARGV[3], 'answered_at', ARGV[4])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  mark_settled(KEYS[1], KEYS[3], ARGV[5], ARGV[6])
+  mark_settled(KEYS[1], KEYS[3], ARGV[5])
   won = 1
 end
 return {won, read_ix(KEYS[1])}
@@ -157,77 +157,70 @@ local won = 0
 if current == 'pending' then
   redis.call('HSET', KEYS[1], 'status', ARGV[2], 'answered_at', ARGV[3])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  mark_settled(KEYS[1], KEYS[3], ARGV[4], ARGV[5])
+  mark_settled(KEYS[1], KEYS[3], ARGV[4])
   won = 1
 end
 return {won, read_ix(KEYS[1])}
 """
 )
 
-# Reads many interactions in one round trip. Their keys are derived from ARGV[1] (the
-# interaction key prefix), which is fine on a single Redis but would need hash tags on a cluster.
-_RUN_INTERACTIONS = (
-    _READ_IX
-    + """
+# The scripts below read keys an index names. Every key a script touches is passed in KEYS (on a
+# cluster they must be, and in one slot), so the index is read first, in a call of its own.
+
+# KEYS: hashes; ARGV: fields. The fields of each hash, in one consistent read.
+_HMGET_MANY = """
 local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local v = read_ix(ARGV[1] .. id)
-  if v[1] then out[#out + 1] = id; out[#out + 1] = v end
-end
+for i, key in ipairs(KEYS) do out[i] = redis.call('HMGET', key, unpack(ARGV)) end
 return out
 """
-)
 
-# Members whose hash has expired (TTL) are dropped from `due` on the way.
-_DUE = (
+# KEYS: due, then the interactions; ARGV: their ids. Members whose hash has expired (TTL) are
+# dropped from `due` on the way.
+_DUE_READ = (
     _READ_IX
     + """
 local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
-  local v = read_ix(ARGV[3] .. id)
+for i = 2, #KEYS do
+  local v = read_ix(KEYS[i])
   if v[1] then
-    out[#out + 1] = id; out[#out + 1] = v
+    out[#out + 1] = ARGV[i - 1]; out[#out + 1] = v
   else
-    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[1], ARGV[i - 1])
   end
 end
 return out
 """
 )
 
-# Walks the settled index in id order from ARGV[1], dropping runs that are gone, claimed or no
-# longer paused, and skipping runs that still wait for an interaction (an answer to one of
-# several cards marks the run; a later claim removes it). ARGV: after ('' for the start), limit,
-# then the run, run index and interaction key prefixes.
-_SETTLED = """
-local out, limit = {}, tonumber(ARGV[2])
-local start = '-'
-if ARGV[1] ~= '' then start = '(' .. ARGV[1] end
-while #out < limit do
-  local batch = redis.call('ZRANGEBYLEX', KEYS[1], start, '+', 'LIMIT', 0, 100)
-  if #batch == 0 then break end
-  for _, run in ipairs(batch) do
-    start = '(' .. run
-    local r = redis.call('HMGET', ARGV[3] .. run, 'status', 'resumed_by')
-    if r[1] ~= 'paused' or r[2] then
-      redis.call('ZREM', KEYS[1], run)
-    else
-      local settled, pending = false, false
-      for _, id in ipairs(redis.call('ZRANGE', ARGV[4] .. run, 0, -1)) do
-        local v = redis.call('HMGET', ARGV[5] .. id, 'status', 'run_id')
-        if v[1] and v[2] == run then
-          if v[1] == 'pending' then pending = true; break end
-          settled = true
-        end
-      end
-      if settled and not pending then
-        out[#out + 1] = run
-        if #out >= limit then break end
-      end
-    end
-  end
+# KEYS: (run, run index) per run. Each run's status, claim and interaction ids.
+_RUNS_READ = """
+local out = {}
+for i = 1, #KEYS, 2 do
+  local r = redis.call('HMGET', KEYS[i], 'status', 'resumed_by')
+  out[#out + 1] = {r[1], r[2], redis.call('ZRANGE', KEYS[i + 1], 0, -1)}
 end
 return out
+"""
+
+# KEYS: settled, then runs; ARGV: their ids. Drops the runs that are (still) gone, claimed or no
+# longer paused: checked again here, since a run read as stale may have been paused since.
+_DROP_STALE = """
+local dropped = 0
+for i = 2, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], 'status', 'resumed_by')
+  if r[1] ~= 'paused' or r[2] then
+    dropped = dropped + redis.call('ZREM', KEYS[1], ARGV[i - 1])
+  end
+end
+return dropped
+"""
+
+# A script rather than a MULTI pipeline: atomic and one round trip on a single Redis and on a
+# cluster alike.
+_AUDIT = """
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, ARGV[2] - 1)
+return 1
 """
 
 # Taken when free (expired keys are gone) or already the owner's, which extends it.
@@ -243,6 +236,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+_SETTLED_BATCH = 100
+"""Runs of the settled index read per batch (three round trips, a fourth to drop stale ones)."""
+
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
@@ -256,17 +252,23 @@ class RedisStore(RedisInbox):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         owns_client: bool = False,
         name: str = "redis",
+        gate: CallGate | None = None,
     ) -> None:
         self._client = client
-        self._keys = RedisKeys(prefix)
+        try:
+            self._keys = RedisKeys(prefix, cluster=isinstance(client, aioredis.RedisCluster))
+            self._keys.namespace  # noqa: B018 - a prefix that cannot be tagged fails here
+        except ValueError as exc:
+            raise StoreURLError(str(exc)) from None
         self._owns_client = owns_client
         self._closed = False
         self._name = name
+        self._gate = gate
         # register_script hashes once; the server learns each script on its first EVALSHA miss.
         self._save_run = client.register_script(_SAVE_RUN)
         self._claim_run = client.register_script(_CLAIM_RUN)
@@ -274,25 +276,37 @@ class RedisStore(RedisInbox):
         self._set_message = client.register_script(_SET_MESSAGE)
         self._answer = client.register_script(_ANSWER)
         self._close = client.register_script(_CLOSE)
-        self._run_ix = client.register_script(_RUN_INTERACTIONS)
-        self._due = client.register_script(_DUE)
-        self._settled = client.register_script(_SETTLED)
+        self._hmget_many = client.register_script(_HMGET_MANY)
+        self._due_read = client.register_script(_DUE_READ)
+        self._runs_read = client.register_script(_RUNS_READ)
+        self._drop_stale = client.register_script(_DROP_STALE)
+        self._audit = client.register_script(_AUDIT)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
         self._register_inbox(client)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        """`redis://`, `rediss://` or `unix://`, with an optional `?prefix=` (default `hb:`) and
-        the connection pool's `?pool_size=` (default 64) and `?pool_timeout=` (seconds, 10).
+        """`redis://`, `rediss://`, `unix://`, or a Redis Cluster's `redis+cluster://` and
+        `rediss+cluster://` (any one node; the others are discovered), with an optional
+        `?prefix=` (default `hb:`) and the connection pool's `?pool_size=` (default 64) and
+        `?pool_timeout=` (seconds, 10).
 
         The pool blocks: a call past `pool_size` connections in use waits up to `pool_timeout`
-        for one to come back, so a burst is served late rather than lost. Other query
+        for one to come back, so a burst is served late rather than lost. On a cluster
+        `pool_size` bounds the calls in flight, hence the connections to each node. Other query
         parameters go to redis-py.
         """
         if store_kind(url) != "redis":
-            raise StoreURLError(f"`{mask_url(url)}` is not a redis://, rediss:// or unix:// URL")
+            raise StoreURLError(
+                f"`{mask_url(url)}` is not a redis://, rediss://, unix:// or redis+cluster:// URL"
+            )
         options = redis_options(url)
+        prefix = options.prefix or DEFAULT_PREFIX
+        name = mask_url(url)
+        if options.cluster:
+            cluster, gate = open_cluster(url, options)
+            return cls(cluster, prefix=prefix, owns_client=True, name=name, gate=gate)
         try:
             pool = aioredis.BlockingConnectionPool.from_url(
                 options.client_url,
@@ -303,21 +317,26 @@ class RedisStore(RedisInbox):
             raise StoreURLError(f"`{mask_url(url)}` is not a usable Redis URL: {exc}") from exc
         # from_pool: the client owns the pool and disconnects it when closed.
         client = aioredis.Redis.from_pool(pool)
-        prefix = options.prefix or DEFAULT_PREFIX
-        return cls(client, prefix=prefix, owns_client=True, name=mask_url(url))
+        return cls(client, prefix=prefix, owns_client=True, name=name)
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._name!r}, prefix={self._keys.prefix!r})"
+        cluster = ", cluster=True" if self._keys.cluster else ""
+        return f"RedisStore({self._name!r}, prefix={self._keys.prefix!r}{cluster})"
 
     @property
     def prefix(self) -> str:
         return self._keys.prefix
 
+    @property
+    def cluster(self) -> bool:
+        """On a Redis Cluster: every key then carries the prefix as its hash tag."""
+        return self._keys.cluster
+
     async def __aenter__(self) -> Self:
         """Checks the server answers, so a wrong URL fails at start-up, not on the first click."""
         try:
             await self._live().ping()
-        except aioredis.RedisError as exc:
+        except (aioredis.RedisError, RedisClusterException) as exc:
             await self.aclose()
             raise StoreError(f"cannot reach Redis at `{self._name}`: {exc}") from exc
         return self
@@ -337,7 +356,7 @@ class RedisStore(RedisInbox):
         if self._owns_client:
             await self._client.aclose()
 
-    def _live(self) -> aioredis.Redis:
+    def _live(self) -> RedisClient:
         if self._closed:
             raise StoreClosedError(f"{self!r} is closed")
         return self._client
@@ -350,8 +369,10 @@ class RedisStore(RedisInbox):
         lost may still have happened: a claim that fails this way counts as neither won nor lost.
         """
         try:
+            if self._gate is not None:
+                return await self._gate.run(call)
             return await call
-        except aioredis.RedisError as exc:
+        except (aioredis.RedisError, RedisClusterException) as exc:
             raise StoreError(f"Redis at `{self._name}` failed: {exc}") from exc
 
     # Runs
@@ -435,14 +456,19 @@ class RedisStore(RedisInbox):
 
     async def run_interactions(self, run_id: str) -> list[InteractionRecord]:
         """The run's interactions in the order added; ids since re-added by a later run are not."""
-        reply = await self._send(
-            self._run_ix(
-                keys=[self._keys.run_interactions(run_id)],
-                args=[self._keys.interaction_prefix],
-                client=self._live(),
+        index = self._keys.run_interactions(run_id)
+        ids = [text(i) for i in await self._send(self._live().zrange(index, 0, -1))]
+        if not ids:
+            return []
+        values = await self._send(
+            self._hmget_many(
+                keys=[self._keys.interaction(i) for i in ids], args=_IX_FIELDS, client=self._live()
             )
         )
-        return [record for record in self._decode_many(reply) if record.run_id == run_id]
+        records = [
+            self._decode_ix(i, v) for i, v in zip(ids, values, strict=True) if v[0] is not None
+        ]
+        return [record for record in records if record.run_id == run_id]
 
     async def set_message(self, interaction_id: str, *, channel: str, message_ts: str) -> None:
         """Record where the card was posted; nothing happens when the interaction is gone."""
@@ -472,7 +498,6 @@ class RedisStore(RedisInbox):
                     encode_answer(answer),
                     answered_by,
                     repr(float(now)),
-                    self._keys.run_prefix,
                     SETTLED_TTL,
                 ],
                 client=self._live(),
@@ -490,7 +515,7 @@ class RedisStore(RedisInbox):
         reply = await self._send(
             self._close(
                 keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-                args=[interaction_id, status, repr(float(now)), self._keys.run_prefix, SETTLED_TTL],
+                args=[interaction_id, status, repr(float(now)), SETTLED_TTL],
                 client=self._live(),
             )
         )
@@ -506,33 +531,73 @@ class RedisStore(RedisInbox):
         check_now(now)
         if limit <= 0:
             return []
+        due = self._live().zrangebyscore(self._keys.due, "-inf", repr(float(now)), 0, limit)
+        ids = [text(i) for i in await self._send(due)]
+        if not ids:
+            return []
         reply = await self._send(
-            self._due(
-                keys=[self._keys.due],
-                args=[repr(float(now)), limit, self._keys.interaction_prefix],
+            self._due_read(
+                keys=[self._keys.due, *(self._keys.interaction(i) for i in ids)],
+                args=ids,
                 client=self._live(),
             )
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
 
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
-        """Read from the `settled` index (one script); stale members are dropped on the way."""
+        """Walk the `settled` index in id order, a batch at a time: read the runs and their
+        interaction ids, then those interactions' statuses; runs found gone, claimed or no
+        longer paused are dropped from the index on the way."""
         if limit <= 0:
             return []
-        reply = await self._send(
-            self._settled(
-                keys=[self._keys.settled],
-                args=[
-                    after or "",
-                    limit,
-                    self._keys.run_prefix,
-                    self._keys.run_interactions_prefix,
-                    self._keys.interaction_prefix,
-                ],
+        found: list[str] = []
+        start = "-" if after is None else "(" + after
+        while len(found) < limit:
+            batch = [
+                text(run_id)
+                for run_id in await self._send(
+                    self._live().zrangebylex(self._keys.settled, start, "+", 0, _SETTLED_BATCH)
+                )
+            ]
+            if not batch:
+                break
+            start = "(" + batch[-1]
+            found += await self._settled_in(batch)
+        return found[:limit]
+
+    async def _settled_in(self, batch: list[str]) -> list[str]:
+        """The runs of `batch` that are paused, unclaimed and wait for no interaction but had
+        one answered or closed, in `batch` order."""
+        keys: list[str] = []
+        for run_id in batch:
+            keys += [self._keys.run(run_id), self._keys.run_interactions(run_id)]
+        runs = await self._send(self._runs_read(keys=keys, args=[], client=self._live()))
+        paused = {
+            run_id: [text(i) for i in ids]
+            for run_id, (status, resumed_by, ids) in zip(batch, runs, strict=True)
+            if status is not None and text(status) == "paused" and resumed_by is None
+        }
+        stale = [run_id for run_id in batch if run_id not in paused]
+        if stale:
+            await self._send(
+                self._drop_stale(
+                    keys=[self._keys.settled, *(self._keys.run(r) for r in stale)],
+                    args=stale,
+                    client=self._live(),
+                )
+            )
+        ids = sorted({i for run_ids in paused.values() for i in run_ids})
+        if not ids:
+            return []
+        values = await self._send(
+            self._hmget_many(
+                keys=[self._keys.interaction(i) for i in ids],
+                args=["status", "run_id"],
                 client=self._live(),
             )
         )
-        return [text(run_id) for run_id in reply]
+        statuses = dict(zip(ids, values, strict=True))
+        return [run_id for run_id, own in paused.items() if _is_settled(run_id, own, statuses)]
 
     # Conversations
 
@@ -573,10 +638,11 @@ class RedisStore(RedisInbox):
     # Audit
 
     async def audit(self, entry: AuditEntry) -> None:
-        async with self._live().pipeline(transaction=True) as pipe:
-            pipe.lpush(self._keys.audit, encode_audit(entry))
-            pipe.ltrim(self._keys.audit, 0, AUDIT_CAP - 1)
-            await self._send(pipe.execute())
+        await self._send(
+            self._audit(
+                keys=[self._keys.audit], args=[encode_audit(entry), AUDIT_CAP], client=self._live()
+            )
+        )
 
     async def recent_audit(self, *, limit: int = 100) -> list[AuditEntry]:
         if limit <= 0:
@@ -584,3 +650,14 @@ class RedisStore(RedisInbox):
         key = self._keys.audit
         values = await self._send(self._live().lrange(key, 0, limit - 1))
         return [decode_audit(value, key=f"{key}[{index}]") for index, value in enumerate(values)]
+
+
+def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:
+    """No interaction of the run pending, and one answered or closed; ids since re-added by
+    another run, or gone, do not count."""
+    own = [
+        text(status)
+        for status, owner in (statuses[i] for i in ids)
+        if status is not None and owner is not None and text(owner) == run_id
+    ]
+    return bool(own) and "pending" not in own

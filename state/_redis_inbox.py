@@ -11,8 +11,6 @@ import re
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-
 from ._codec import text
 from ._errors import CorruptRecordError
 from ._inbox import (
@@ -27,6 +25,7 @@ from ._inbox import (
     millis,
 )
 from ._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
+from ._redis_cluster import RedisClient
 
 __all__ = ["RedisInbox"]
 
@@ -102,6 +101,14 @@ return held
 """
 )
 
+# ARGV: group, id. A script rather than a MULTI pipeline: atomic and one round trip on a single
+# Redis and on a cluster alike.
+_DONE = """
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+"""
+
 
 def _is_entry_id(item_id: str) -> bool:
     return _ENTRY_ID.fullmatch(item_id) is not None
@@ -113,16 +120,17 @@ class RedisInbox:
 
     _keys: RedisKeys
 
-    def _live(self) -> aioredis.Redis:
+    def _live(self) -> RedisClient:
         raise NotImplementedError
 
     async def _send(self, call: Awaitable[_T]) -> _T:
         raise NotImplementedError
 
-    def _register_inbox(self, client: aioredis.Redis) -> None:
+    def _register_inbox(self, client: RedisClient) -> None:
         self._enqueue_script = client.register_script(_ENQUEUE)
         self._take_script = client.register_script(_TAKE)
         self._extend_script = client.register_script(_EXTEND)
+        self._done_script = client.register_script(_DONE)
 
     async def enqueue(
         self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
@@ -184,12 +192,13 @@ class RedisInbox:
         return [text(item_id) for item_id in reply]
 
     async def done(self, item_id: str) -> None:
-        """XACK + XDEL in one MULTI (one round trip); an id already gone is a no-op."""
+        """XACK + XDEL in one script (one round trip); an id already gone is a no-op."""
         check_item_ids([item_id], valid=_is_entry_id, store="Redis")
-        async with self._live().pipeline(transaction=True) as pipe:
-            pipe.xack(self._keys.inbox, INBOX_GROUP, item_id)
-            pipe.xdel(self._keys.inbox, item_id)
-            await self._send(pipe.execute())
+        await self._send(
+            self._done_script(
+                keys=[self._keys.inbox], args=[INBOX_GROUP, item_id], client=self._live()
+            )
+        )
 
     async def inbox_size(self) -> int:
         """XLEN: done items are deleted, so the stream holds exactly the ones not done."""

@@ -35,9 +35,14 @@ StoreKind = Literal["redis", "sqlite"]
 _KINDS: dict[str, StoreKind] = {
     "redis": "redis",
     "rediss": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "unix": "redis",
     "sqlite": "sqlite",
 }
+
+# A cluster URL names one node to discover the others from; redis-py reads it as a plain URL.
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def mask_url(url: str) -> str:
@@ -58,8 +63,8 @@ def store_kind(url: str) -> StoreKind:
     kind = _KINDS.get(scheme)
     if kind is None:
         raise StoreURLError(
-            f"unsupported store URL `{mask_url(url)}`: expected redis://, rediss://, unix:// "
-            "or sqlite:///path"
+            f"unsupported store URL `{mask_url(url)}`: expected redis://, rediss://, unix://, "
+            "redis+cluster://, rediss+cluster:// or sqlite:///path"
         )
     return kind
 
@@ -91,7 +96,10 @@ class RedisOptions:
     """A Redis store URL split into what handback reads and what redis-py does."""
 
     client_url: str
-    """The URL without handback's parameters, for redis-py (which keeps the rest of the query)."""
+    """The URL without handback's parameters, for redis-py (which keeps the rest of the query);
+    `redis://` or `rediss://` for a cluster."""
+    cluster: bool
+    """`redis+cluster://` or `rediss+cluster://`: a Redis Cluster, through `RedisCluster`."""
     prefix: str | None
     pool_size: int
     pool_timeout: float
@@ -99,8 +107,17 @@ class RedisOptions:
 
 def redis_options(url: str) -> RedisOptions:
     """Read `prefix`, `pool_size` and `pool_timeout` from the query; a bad value is a
-    `StoreURLError` naming the parameter."""
+    `StoreURLError` naming the parameter. A cluster has no database number: a path other than
+    `/` or `/0` is refused."""
     parts = urlsplit(url)
+    scheme = _CLUSTER_SCHEMES.get(parts.scheme.lower())
+    if scheme is not None:
+        if parts.path not in ("", "/", "/0"):
+            raise StoreURLError(
+                f"`{mask_url(url)}`: a Redis Cluster has no database number, so the URL has no"
+                f" path, not {parts.path!r}"
+            )
+        parts = parts._replace(scheme=scheme, path="")
     query = parse_qsl(parts.query, keep_blank_values=True)
     for name, ours in _REDIS_POOL_ARGS.items():
         if any(key == name for key, _ in query):
@@ -114,6 +131,7 @@ def redis_options(url: str) -> RedisOptions:
     rest = urlencode([(name, value) for name, value in query if name not in read])
     return RedisOptions(
         client_url=urlunsplit(parts._replace(query=rest)),
+        cluster=scheme is not None,
         prefix=prefix,
         pool_size=POOL_SIZE if size is None else _pool_size(url, size),
         pool_timeout=POOL_TIMEOUT if timeout is None else _pool_timeout(url, timeout),

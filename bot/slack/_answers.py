@@ -79,10 +79,20 @@ class Answers:
     # ---------------------------------------------------------------- checks
 
     async def _pending(
-        self, interaction_id: str, user: str, *, channel: str | None, denying: bool = False
+        self,
+        interaction_id: str,
+        user: str,
+        *,
+        channel: str | None,
+        denying: bool = False,
+        work: Work | None = None,
     ) -> InteractionRecord:
         """The pending interaction this person may answer, or a `Refusal` saying why not;
-        `denying` when the answer can only be a Deny (the requester may withdraw a request)."""
+        `denying` when the answer can only be a Deny (the requester may withdraw a request).
+
+        A retried work item may find the interaction answered by this very person: its first
+        attempt claimed it and died. That is returned too, so `accept()` can finish the work.
+        """
         record = await self.store.get_interaction(interaction_id)
         if record is None:
             raise Refusal("handback has no such request; this control cannot be used.")
@@ -92,6 +102,8 @@ class Answers:
             # The sweeper has not got to it yet; expire it now (in the background) and say so.
             await self.expire(record)
             raise Refusal("This request expired, so it can no longer be answered.")
+        if _own_earlier_answer(record, user, work):
+            return record
         if record.status != "pending":
             raise Refusal(_closed_reason(record))
         refusal = await self.policy.refusal(record, user, self.members, denying=denying)
@@ -146,6 +158,7 @@ class Answers:
                 action.user_id,
                 channel=channel,
                 denying=action.action in _DENY_ACTIONS,
+                work=work,
             )
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
@@ -257,7 +270,11 @@ class Answers:
             if record.status == "pending" and blocks.accepts_text_reply(record)
         ]
         if not open_questions:
-            return False
+            return (
+                work is not None
+                and work.retry
+                and await self._retry_reply(run_id, user=user, text=text, work=work)
+            )
         record = open_questions[0]
         try:
             record = await self._pending(record.interaction_id, user, channel=thread.channel)
@@ -274,6 +291,21 @@ class Answers:
             return True
         await self.accept(record, user=user, answer=answer, work=work)
         return True
+
+    async def _retry_reply(self, run_id: str, *, user: str, text: str, work: Work) -> bool:
+        """A retried reply whose first attempt claimed the question (and may have resumed the
+        run, so the thread already points at its child): finish that work; False when the
+        reply answered nothing and is a message like any other."""
+        run = await self.store.load_run(run_id)
+        for candidate in (run_id, run.parent_id if run else None):
+            if candidate is None:
+                continue
+            for record in await self.store.run_interactions(candidate):
+                if blocks.accepts_text_reply(record) and _own_earlier_answer(record, user, work):
+                    answer = blocks.answer_from_text(record, text)
+                    await self.accept(record, user=user, answer=answer, work=work)
+                    return True
+        return False
 
     async def holds_thread(self, thread: Thread, *, user: str) -> bool:
         """True, and the person is told why, when their message may not move the thread on.
@@ -321,16 +353,8 @@ class Answers:
             record.interaction_id, answer=answer, answered_by=user, now=self.clock()
         )
         stored = claim.record
-        retried = (
-            not claim.won
-            and work is not None
-            and work.retry
-            and stored is not None
-            and stored.status == "answered"
-            and stored.answered_by == user
-            and stored.answer == answer
-        )
-        if retried and stored is not None:
+        if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
+            await self.conversations.show_closed(stored)
             await self.resume_if_complete(
                 stored.run_id,
                 working_ts=stored.message_ts,
@@ -358,11 +382,7 @@ class Answers:
                 detail=_short_json(answer),
             )
         )
-        if stored.channel and stored.message_ts:
-            card = blocks.render_answered(stored)
-            await self.chat.update(
-                stored.channel, stored.message_ts, card["text"], blocks=card["blocks"]
-            )
+        await self.conversations.show_closed(stored)
         child_id = None if work is None else work.run_id("resume")
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
@@ -441,6 +461,8 @@ class Answers:
         answers: dict[str, Any] = {}
         for record in records:
             if record.status == "answered":
+                # The process that took the answer may have died before the card showed it.
+                await self.conversations.show_closed(record)
                 answers[record.interaction_id] = record.answer
             else:
                 # Closed unanswered by an expiry that was cut short: the card says so, and the
@@ -451,6 +473,20 @@ class Answers:
             run_id=run_id, answers=answers, thread=_thread_of(records[0]), child_id=child_id
         )
         return True
+
+
+def _own_earlier_answer(
+    record: InteractionRecord, user: str, work: Work | None, answer: Any = None
+) -> bool:
+    """Whether `record` holds what an earlier attempt of this work item claimed: a retry, the
+    same person, and (when given) the same answer. A double click is two items, never a retry."""
+    return (
+        work is not None
+        and work.retry
+        and record.status == "answered"
+        and record.answered_by == user
+        and (answer is None or record.answer == answer)
+    )
 
 
 def _cancel_reason(status: InteractionStatus) -> str:

@@ -338,8 +338,10 @@ class Conversations:
             await self.show_closed(claim.record)
 
     async def show_closed(self, record: InteractionRecord) -> None:
+        """Bring the card up to date with the record: answered, expired, superseded, ...
+        (an update that repeats one already made changes nothing)."""
         if record.channel and record.message_ts:
-            card = blocks.render_closed(record)
+            card = blocks.render(record)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )

@@ -26,7 +26,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_DURATION = 366 * 86400.0
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]+$")
-_STORE_SCHEMES = ("redis://", "rediss://", "unix://", "sqlite://")
+_STORE_SCHEMES = (
+    "redis://",
+    "rediss://",
+    "redis+cluster://",
+    "rediss+cluster://",
+    "unix://",
+    "sqlite://",
+)
 
 
 class ConfigError(HandbackError):
@@ -124,7 +131,10 @@ class Settings(BaseSettings):
     @classmethod
     def _store(cls, value: str) -> str:
         if not value.lower().startswith(_STORE_SCHEMES):
-            raise ValueError("must be a redis://, rediss://, unix:// or sqlite:///path URL")
+            raise ValueError(
+                "must be a redis://, rediss://, redis+cluster://, rediss+cluster://, unix:// "
+                "or sqlite:///path URL"
+            )
         return value
 
     @field_validator("handback_approvers", "handback_answerers", mode="before")

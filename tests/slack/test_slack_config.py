@@ -45,6 +45,27 @@ def test_defaults(env: pytest.MonkeyPatch) -> None:
     assert settings.handback_approvers == []
 
 
+def test_durability_settings(env: pytest.MonkeyPatch) -> None:
+    defaults = _settings(env)
+    assert defaults.handback_sweep_interval == 2.0
+    assert defaults.handback_work_lease == 5.0
+    assert defaults.handback_concurrency == 1000
+    assert defaults.handback_shutdown_grace == 30.0
+    tuned = _settings(
+        env,
+        HANDBACK_WORK_LEASE="2s",
+        HANDBACK_CONCURRENCY="50",
+        HANDBACK_SHUTDOWN_GRACE="1m",
+        HANDBACK_STORE="redis+cluster://127.0.0.1:7000/?prefix=team:",
+    )
+    assert (tuned.handback_work_lease, tuned.handback_concurrency) == (2.0, 50)
+    assert tuned.handback_shutdown_grace == 60.0
+    assert tuned.handback_store.startswith("redis+cluster://")
+    for name, value in [("HANDBACK_CONCURRENCY", "0"), ("HANDBACK_WORK_LEASE", "-1")]:
+        with pytest.raises(ConfigError, match=f"{name} is invalid"):
+            _settings(env, **{name: value})
+
+
 def test_policy_settings_parse(env: pytest.MonkeyPatch) -> None:
     settings = _settings(
         env,

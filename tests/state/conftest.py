@@ -1,16 +1,24 @@
-"""Record factories and raw access to what a store wrote, for the state tests."""
+"""Record factories, raw access to what a store wrote, and the local Redis Cluster that the
+state tests run against besides SQLite and a single Redis."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from state import InteractionRecord, RedisStore, RunRecord, SQLiteStore, Store
 from state._keys import RedisKeys
-from state._url import sqlite_path
+from state._url import redis_options, sqlite_path
+
+from ..conftest import IN_CI
+from .cluster import ClusterStartError, LocalCluster
 
 
 def make_run(run_id: str = "run-1", **fields: Any) -> RunRecord:
@@ -46,9 +54,9 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
     Returns the key or row name the store should report in its error.
     """
     if isinstance(store, RedisStore):
-        keys = RedisKeys(store.prefix)
+        keys = redis_keys(store)
         key = keys.run(ident) if table == "runs" else keys.interaction(ident)
-        client = aioredis.Redis.from_url(url.split("?", 1)[0])
+        client = raw_client(url)
         try:
             await client.hset(key, "rec", raw)
         finally:
@@ -60,3 +68,48 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
         conn.execute(f"UPDATE {table} SET rec = ? WHERE {column} = ?", (raw, ident))
     conn.close()
     return f"{table}/{ident}"
+
+
+def redis_keys(store: RedisStore) -> RedisKeys:
+    """The key names `store` uses (tagged on a cluster)."""
+    return RedisKeys(store.prefix, cluster=store.cluster)
+
+
+def raw_client(url: str) -> aioredis.Redis | aioredis.RedisCluster:
+    """A client of the server or cluster behind a store URL, without the store's parameters."""
+    options = redis_options(url)
+    if options.cluster:
+        return aioredis.RedisCluster.from_url(options.client_url)
+    return aioredis.Redis.from_url(options.client_url)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local 3-master Redis Cluster, once per session; in CI one that cannot start fails the
+    tests instead of skipping them."""
+    cluster = LocalCluster(directory=tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        try:
+            cluster.start()
+        except (ClusterStartError, OSError, subprocess.SubprocessError) as exc:
+            if IN_CI:
+                pytest.fail(f"cannot start a local Redis Cluster and CI is set: {exc}")
+            pytest.skip(f"cannot start a local Redis Cluster: {exc}")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster_store_url(redis_cluster: LocalCluster) -> Iterator[str]:
+    """A `redis+cluster://` store URL with a prefix of its own; whatever a test wrote under it
+    is deleted afterwards, on every master."""
+    prefix = f"hbtest-{uuid.uuid4().hex[:12]}:"
+    yield f"{redis_cluster.url}?prefix={prefix}"
+    redis_cluster.drop(f"*{prefix}*")
+
+
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The state tests run once per store kind, a Redis Cluster included."""
+    return str(request.getfixturevalue(f"{request.param}_store_url"))

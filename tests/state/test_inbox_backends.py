@@ -16,20 +16,28 @@ from redis.crc import key_slot
 from state import CorruptRecordError, RedisStore, SQLiteStore, StoreError
 from state._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
 
+from .conftest import raw_client, redis_keys
+
 LEASE = 0.2
 
 # Redis
 
 
+@pytest.fixture(params=["redis", "cluster"])
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    """A store URL on the single Redis, then on the Redis Cluster."""
+    return str(request.getfixturevalue(f"{request.param}_store_url"))
+
+
 @pytest.fixture
-async def redis_store(redis_store_url: str) -> AsyncIterator[RedisStore]:
-    async with RedisStore.from_url(redis_store_url) as opened:
+async def redis_store(any_redis_url: str) -> AsyncIterator[RedisStore]:
+    async with RedisStore.from_url(any_redis_url) as opened:
         yield opened
 
 
 @pytest.fixture
-async def raw(redis_store_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_store_url.split("?", 1)[0])
+async def raw(any_redis_url: str) -> AsyncIterator[aioredis.Redis | aioredis.RedisCluster]:
+    client = raw_client(any_redis_url)
     yield client
     await client.aclose()
 
@@ -44,9 +52,9 @@ def test_the_stream_and_its_dedupe_marks_share_one_cluster_slot(prefix: str) -> 
 
 
 async def test_the_inbox_is_a_stream_with_a_consumer_group(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
-    keys = RedisKeys(redis_store.prefix)
+    keys = redis_keys(redis_store)
     item_id = await redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
     assert item_id is not None
     assert await raw.type(keys.inbox) == b"stream"
@@ -63,10 +71,10 @@ async def test_the_inbox_is_a_stream_with_a_consumer_group(
 
 
 async def test_items_enqueued_before_any_consumer_existed_are_delivered(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
     """The group starts at id 0: a group created at `$` would skip these for ever."""
-    keys = RedisKeys(redis_store.prefix)
+    keys = redis_keys(redis_store)
     await redis_store.enqueue("event", {"n": 1})
     await redis_store.enqueue("event", {"n": 2})
     assert await raw.xinfo_groups(keys.inbox) == []
@@ -74,20 +82,20 @@ async def test_items_enqueued_before_any_consumer_existed_are_delivered(
 
 
 async def test_the_inbox_works_again_after_its_key_was_deleted(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
     await redis_store.enqueue("event", {"n": 1})
     await redis_store.take("worker-a")
-    await raw.delete(RedisKeys(redis_store.prefix).inbox)
+    await raw.delete(redis_keys(redis_store).inbox)
     assert await redis_store.extend("worker-a", ["1-0"], lease=LEASE) == []
     await redis_store.enqueue("event", {"n": 2})
     assert [item.body["n"] for item in await redis_store.take("worker-a")] == [2]
 
 
 async def test_an_entry_deleted_while_leased_is_acked_away(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
-    keys = RedisKeys(redis_store.prefix)
+    keys = redis_keys(redis_store)
     item_id = await redis_store.enqueue("event", {"n": 1})
     await redis_store.take("worker-a", lease=LEASE)
     await raw.xdel(keys.inbox, item_id)  # gone without an XACK: still pending in the group
@@ -97,9 +105,9 @@ async def test_an_entry_deleted_while_leased_is_acked_away(
 
 
 async def test_a_failed_xadd_leaves_no_dedupe_mark_on_redis(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
-    keys = RedisKeys(redis_store.prefix)
+    keys = redis_keys(redis_store)
     await raw.set(keys.inbox, "not a stream")  # every XADD now fails with WRONGTYPE
     with pytest.raises(StoreError, match="WRONGTYPE"):
         await redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
@@ -111,9 +119,9 @@ async def test_a_failed_xadd_leaves_no_dedupe_mark_on_redis(
 
 
 async def test_an_entry_without_a_json_body_is_corrupt(
-    redis_store: RedisStore, raw: aioredis.Redis
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
-    keys = RedisKeys(redis_store.prefix)
+    keys = redis_keys(redis_store)
     item_id = (await raw.xadd(keys.inbox, {"kind": "event", "body": "{not json"})).decode()
     with pytest.raises(CorruptRecordError, match="work item") as caught:
         await redis_store.take("worker-a")

@@ -45,11 +45,11 @@ async def _tell(procs: list[asyncio.subprocess.Process], line: bytes) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "cluster"])
 async def test_two_processes_take_every_item_exactly_once(
-    kind: str, sqlite_store_url: str, request: pytest.FixtureRequest
+    kind: str, request: pytest.FixtureRequest
 ) -> None:
-    url = sqlite_store_url if kind == "sqlite" else str(request.getfixturevalue("redis_store_url"))
+    url = str(request.getfixturevalue(f"{kind}_store_url"))
     async with open_store(url) as store:
         procs = [await _start(url, f"worker-{n}") for n in range(WORKERS)]
         try:

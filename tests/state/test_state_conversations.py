@@ -8,6 +8,8 @@ import pytest
 
 from state import AuditEntry, CorruptRecordError, RedisStore, SQLiteStore, Store
 
+from .conftest import raw_client, redis_keys
+
 
 async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
     assert await store.get_thread_run("C1", "1.1") is None
@@ -59,12 +61,8 @@ async def test_audit_reads_newest_first_with_a_limit(store: Store) -> None:
 async def test_a_corrupt_audit_entry_raises_an_error(store: Store, store_url: str) -> None:
     await store.audit(entry(1))
     if isinstance(store, RedisStore):
-        import redis.asyncio as aioredis
-
-        from state._keys import RedisKeys
-
-        client = aioredis.Redis.from_url(store_url.split("?", 1)[0])
-        await client.lset(RedisKeys(store.prefix).audit, 0, '{"at": "soon"}')
+        client = raw_client(store_url)
+        await client.lset(redis_keys(store).audit, 0, '{"at": "soon"}')
         await client.aclose()
     else:
         import sqlite3

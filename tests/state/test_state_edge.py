@@ -554,6 +554,15 @@ async def redis_store(redis_store_url: str) -> AsyncIterator[RedisStore]:
         yield store
 
 
+@pytest.fixture(params=["redis", "cluster"])
+async def any_redis_store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    """A store on the single Redis, then on the Redis Cluster."""
+    async with RedisStore.from_url(
+        str(request.getfixturevalue(f"{request.param}_store_url"))
+    ) as store:
+        yield store
+
+
 def _with_db(url: str, db: int, *, password: str | None = None) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rsplit("@", 1)[-1]
@@ -680,46 +689,57 @@ async def test_a_redis_that_goes_away_mid_run_is_a_store_error(
 
 
 async def test_every_script_is_reloaded_when_the_server_forgot_it(
-    redis_store: RedisStore,
+    any_redis_store: RedisStore,
 ) -> None:
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
-    scripts = [value for value in vars(redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 14
+    scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
+    assert len(scripts) == 17
     for script in scripts:
         script.sha = "0" * 40
-    await redis_store.save_run(make_run())
-    await redis_store.add_interactions(
+    await any_redis_store.save_run(make_run())
+    await any_redis_store.save_run(make_run("run-2"))
+    await any_redis_store.add_interactions(
         [make_interaction("ix-1"), make_interaction("ix-2", expires_at=1.0)]
     )
-    await redis_store.set_message("ix-1", channel="C9", message_ts="9.9")
-    assert len(await redis_store.run_interactions("run-1")) == 2
-    assert [r.interaction_id for r in await redis_store.due_interactions(time.time())] == ["ix-2"]
-    assert (await redis_store.answer_interaction("ix-1", answer=1, answered_by="U", now=2.0)).won
-    assert (await redis_store.close_interaction("ix-2", status="expired", now=2.0)).won
-    assert await redis_store.settled_runs() == ["run-1"]
-    assert (await redis_store.claim_run("run-1", child_id="child")).won
-    assert await redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
-    await redis_store.release_thread("C1", "1.1", owner="a")
-    item_id = await redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
-    assert [item.item_id for item in await redis_store.take("worker-a")] == [item_id]
-    assert await redis_store.extend("worker-a", [str(item_id)], lease=5) == [item_id]
+    await any_redis_store.add_interactions([make_interaction("ix-3", run_id="run-2")])
+    await any_redis_store.set_message("ix-1", channel="C9", message_ts="9.9")
+    assert len(await any_redis_store.run_interactions("run-1")) == 2
+    assert [r.interaction_id for r in await any_redis_store.due_interactions(time.time())] == [
+        "ix-2"
+    ]
+    assert (
+        await any_redis_store.answer_interaction("ix-1", answer=1, answered_by="U", now=2.0)
+    ).won
+    assert (await any_redis_store.close_interaction("ix-2", status="expired", now=2.0)).won
+    assert await any_redis_store.settled_runs() == ["run-1"]
+    assert (await any_redis_store.claim_run("run-1", child_id="child")).won
+    assert (await any_redis_store.claim_run("run-2", child_id="child")).won
+    assert (await any_redis_store.close_interaction("ix-3", status="superseded", now=2.0)).won
+    assert await any_redis_store.settled_runs() == []  # run-2, claimed, dropped from the index
+    await any_redis_store.audit(AuditEntry(at=1.0, action="answered"))
+    assert await any_redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
+    await any_redis_store.release_thread("C1", "1.1", owner="a")
+    item_id = await any_redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
+    assert [item.item_id for item in await any_redis_store.take("worker-a")] == [item_id]
+    assert await any_redis_store.extend("worker-a", [str(item_id)], lease=5) == [item_id]
+    await any_redis_store.done(str(item_id))
     assert all(script.sha != "0" * 40 for script in scripts)
 
 
 async def test_a_cancelled_redis_call_does_not_shift_later_replies(
-    redis_store: RedisStore,
+    any_redis_store: RedisStore,
 ) -> None:
     """A reply left unread on a pooled connection would answer the next caller's command."""
     for n in range(3):
-        await redis_store.save_run(make_run(f"run-{n}"))
+        await any_redis_store.save_run(make_run(f"run-{n}"))
     for attempt in range(40):
-        task = asyncio.create_task(redis_store.load_run("run-0"))
+        task = asyncio.create_task(any_redis_store.load_run("run-0"))
         for _ in range(attempt % 4):
             await asyncio.sleep(0)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        loaded = await redis_store.load_run(f"run-{1 + attempt % 2}")
+        loaded = await any_redis_store.load_run(f"run-{1 + attempt % 2}")
         assert loaded is not None and loaded.run_id == f"run-{1 + attempt % 2}"
 
 

@@ -61,11 +61,11 @@ async def _race(url: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "cluster"])
 async def test_processes_racing_for_one_run_have_one_winner(
-    kind: str, sqlite_store_url: str, request: pytest.FixtureRequest
+    kind: str, request: pytest.FixtureRequest
 ) -> None:
-    url = sqlite_store_url if kind == "sqlite" else str(request.getfixturevalue("redis_store_url"))
+    url = str(request.getfixturevalue(f"{kind}_store_url"))
     async with open_store(url) as store:
         await store.save_run(make_run())
         results = await _race(url)
