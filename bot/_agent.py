@@ -515,11 +515,25 @@ def _check_answers(parent: RunRecord, resume: dict[str, Any]) -> tuple[str | Non
                 run_id=parent.run_id,
                 interaction_id=iid,
             )
+        value = _as_cancel(value)
         if isinstance(value, Cancel):
             cancel = cancel or str(value.reason)
             continue
         accepted[iid] = check_answer(parent.run_id, interaction, value)
     return cancel, accepted
+
+
+def _as_cancel(value: Any) -> Any:
+    """`Cancel` for its JSON form, `{"type": "cancel", "reason": "..."}` (`reason` optional),
+    which clients that cannot build Python objects send; any other value as it is."""
+    if (
+        isinstance(value, dict)
+        and value.get("type") == "cancel"
+        and set(value) <= {"type", "reason"}
+        and isinstance(value.get("reason", ""), str)
+    ):
+        return Cancel(value.get("reason") or "cancelled")
+    return value
 
 
 def _clear_step(run: RunRecord) -> None:

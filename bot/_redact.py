@@ -15,13 +15,18 @@ _SECRET_KEY = re.compile(
 )
 
 
-def redact(value: Any) -> Any:
-    """A copy of `value` where every value under a secret-looking key is replaced."""
+def redact(value: Any, keys: frozenset[str] = frozenset()) -> Any:
+    """A copy of `value` where every value under a secret-looking key, or under one of `keys`
+    (a tool's own list, compared without case), is replaced."""
     if isinstance(value, dict):
         return {
-            key: REDACTED if isinstance(key, str) and _SECRET_KEY.search(key) else redact(item)
+            key: REDACTED if _secret(key, keys) else redact(item, keys)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [redact(item) for item in value]
+        return [redact(item, keys) for item in value]
     return value
+
+
+def _secret(key: object, keys: frozenset[str]) -> bool:
+    return isinstance(key, str) and (key.lower() in keys or bool(_SECRET_KEY.search(key)))

@@ -151,7 +151,7 @@ class Step:
         payload = {
             "tool": tool.name,
             # JSON first, so that redaction also reaches into model-typed arguments.
-            "arguments": redact(to_jsonable_python(ready.arguments, fallback=str)),
+            "arguments": redact(to_jsonable_python(ready.arguments, fallback=str), tool.redact),
             "tool_call_id": outcome.call.tool_call_id,
         }
         try:

@@ -10,7 +10,7 @@ import json
 import re
 import threading
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar, get_type_hints
 
@@ -61,6 +61,7 @@ class Tool:
         *,
         idempotent: bool = False,
         pure: bool | None = None,
+        redact: Sequence[str] = (),
     ) -> None:
         if not callable(handler):
             raise UsageError(f"Tool handler must be callable, got {handler!r}")
@@ -78,6 +79,13 @@ class Tool:
             )
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
+        if isinstance(redact, str) or not all(isinstance(k, str) and k for k in redact):
+            raise UsageError(
+                f"Tool `{self.name}`: redact must be a list of argument names, got {redact!r}"
+            )
+        self.redact = frozenset(k.lower() for k in redact)
+        """Argument keys (at any depth) whose values an approval card never shows, on top of
+        the names that look secret (`password`, `token`, ...)."""
         self.idempotent = bool(idempotent)
         self.pure = bool(getattr(handler, _PURE, False) if pure is None else pure)
         self._arguments = _arguments_model(handler, self.name)
