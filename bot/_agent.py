@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from state import PendingCall, RunRecord, Store, open_store
+from state import PendingCall, RunRecord, Store, StoreError, open_store
 
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
 from ._journal import (
@@ -233,6 +233,10 @@ class AgentRun:
             try:
                 async for event in self._loop(store, journal, run, begin.durable, stream):
                     yield event
+            except StoreError:
+                # The store failed, not the run: saving it `error` would need the store too,
+                # and a retry with this run id continues from what the journal holds.
+                raise
             except Exception as exc:
                 # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
                 log.exception("run %s of agent %s failed", self.run_id, self.agent.name)

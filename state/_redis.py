@@ -14,6 +14,9 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 
 from ._codec import (
@@ -54,6 +57,9 @@ from ._redis_inbox import RedisInbox
 from ._url import mask_url, redis_options, store_kind
 
 __all__ = ["RedisStore"]
+
+_CONNECTION_RETRIES = 2
+"""A call that meets a dead connection is tried again this often, each on a fresh one."""
 
 _T = TypeVar("_T")
 
@@ -312,6 +318,12 @@ class RedisStore(RedisInbox):
                 options.client_url,
                 max_connections=options.pool_size,
                 timeout=options.pool_timeout,
+                # After a Redis restart every pooled connection is dead; without a retry each
+                # one would fail one call (a refused request) before being replaced. A command
+                # that may have run twice is safe here: the inbox de-duplicates events and the
+                # claims are idempotent for their holder.
+                retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), _CONNECTION_RETRIES),
+                retry_on_error=[RedisConnectionError],
             )
         except ValueError as exc:
             raise StoreURLError(f"`{mask_url(url)}` is not a usable Redis URL: {exc}") from exc

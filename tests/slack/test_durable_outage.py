@@ -138,6 +138,8 @@ async def test_a_mention_while_redis_is_down_is_refused_in_time(
         assert time.monotonic() - began < SLACK_DEADLINE
 
         await redis_server.start()
+        # Slack retries an event 3 times; the first retry once Redis is back must be taken
+        # (test_requests_right_after_redis_is_back_are_taken covers many at once).
         redelivered = await slack.send_event(mention, event_id=event_id, retry_num=1)
         assert redelivered.status == 200
         assert await answer_in(slack, asked.ts) == ["Tool said: api runs 2.3"]
@@ -213,4 +215,38 @@ async def test_work_taken_before_redis_stopped_finishes_once_it_is_back(
         assert reply in {"Tool said: restarted api", f"Tool said: {INTERRUPTED}"}
         assert [line.split()[1] for line in marks.lines("slow")] == ["start", "end"]
         assert answers(slack, asked.ts) == [reply]
+        assert sorry(slack) == []
+
+
+async def test_requests_right_after_redis_is_back_are_taken(
+    redis_server: RedisServer, marks: Marks
+) -> None:
+    """Once Redis answers again, the bot's next requests are recorded: connections the outage
+    broke must not each cost a person a refused request."""
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
+    ):
+        [bot] = await fleet.start("all")
+        # Some load first, so that the bot holds several connections to Redis.
+        before = await asyncio.gather(
+            *(slack.post_user_message(ALICE, CHANNEL, f"hello {n}") for n in range(20))
+        )
+        for message in before:
+            await answer_in(slack, message.ts)
+        await bot.wait_idle()
+
+        await redis_server.stop()
+        await redis_server.start()
+        asked = [
+            await slack.post_user_message(ALICE, CHANNEL, f"hi {n}", deliver=False)
+            for n in range(20)
+        ]
+        delivered = await asyncio.gather(
+            *(slack.send_event(slack.events_for(message)[0]) for message in asked)
+        )
+        statuses = [response.status for response in delivered]
+        assert statuses == [200] * 20, f"{statuses.count(200)} of 20 taken: {bot.lines[-1]}"
+        for message in asked:
+            await answer_in(slack, message.ts)
         assert sorry(slack) == []
