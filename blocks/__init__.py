@@ -57,6 +57,7 @@ from ._payloads import (
     parse_block_action,
     parse_view_submission,
 )
+from ._text import escape, show_hidden
 
 __all__ = [
     "ACTION_ANSWER",
@@ -86,6 +87,7 @@ __all__ = [
     "accepts_text_reply",
     "answer_from_submission",
     "answer_from_text",
+    "escape",
     "page_from_action",
     "parse_block_action",
     "parse_view_submission",
@@ -95,4 +97,5 @@ __all__ = [
     "render_closed",
     "render_modal",
     "resolve_answer",
+    "show_hidden",
 ]

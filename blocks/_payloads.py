@@ -190,6 +190,10 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
             value = clicked.selected_option.value
         selected = _card_selection(body, interaction_id, clicked)
         container = body.container or _Container()
+        if body.channel and container.channel_id and body.channel.id != container.channel_id:
+            # Slack names the card's channel twice; a click that disagrees with itself is not
+            # taken from either.
+            raise InvalidAnswer("This click names two different channels.")
         message = body.message
         return CardAction(
             interaction_id=interaction_id,

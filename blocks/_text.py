@@ -21,6 +21,7 @@ __all__ = [
     "json_code_block",
     "mention",
     "plain",
+    "show_hidden",
     "slack_len",
     "to_display",
 ]
@@ -31,15 +32,19 @@ _USER_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}\Z")
 _FENCE = "```"
 # Characters that reorder or hide text (bidi controls, zero-width spaces): in what a person is
-# asked to approve they could disguise a command ("Trojan Source"), so code shows them escaped.
-# U+200D (zero-width joiner) stays: emoji sequences need it and it cannot reorder anything.
+# asked to approve they could disguise a command ("Trojan Source"), and in a question, an answer
+# or a reason they could make the card say something it does not, so every text shows them
+# escaped. U+200D (zero-width joiner) stays: emoji sequences need it and it cannot reorder
+# anything.
 _HIDDEN = re.compile(
     "[\u061c\u200b\u200c\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
 )
 _BACKTICK_LOOKALIKE = "\u02cb"
 
 
-def _show_hidden(text: str) -> str:
+def show_hidden(text: str) -> str:
+    """`text` with every bidi control and invisible character spelled out as `\\uXXXX`, so it
+    reads in Slack exactly as it is stored; applying it twice changes nothing more."""
     return _HIDDEN.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
@@ -61,20 +66,31 @@ def _prefix_within(text: str, units: int) -> str:
 
 
 def cut(text: str, limit: int) -> str:
-    """`text` unchanged when it fits, else cut so that it ends in a visible ellipsis."""
+    """`text` with hidden characters shown, and cut so that it ends in a visible ellipsis when
+    it does not fit."""
+    text = show_hidden(text)
     if slack_len(text) <= limit:
         return text
     return _prefix_within(text, limit - 1).rstrip() + ELLIPSIS
 
 
 def escape(text: str) -> str:
-    """Escape the three characters Slack parses in mrkdwn, so text cannot ping or link."""
+    """Escape the three characters Slack parses in mrkdwn, so text cannot ping or link, and show
+    hidden characters (`show_hidden`)."""
+    return _escape_entities(show_hidden(text))
+
+
+def _escape_entities(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def cut_mrkdwn(raw: str, limit: int) -> str:
-    """Escape `raw` for mrkdwn and cut the result to `limit`, never splitting an entity."""
-    escaped = escape(raw)
+    """Escape `raw` for mrkdwn (`escape`) and cut the result to `limit`, never splitting an
+    entity."""
+    return _cut_escaped(escape(raw), limit)
+
+
+def _cut_escaped(escaped: str, limit: int) -> str:
     if slack_len(escaped) <= limit:
         return escaped
     head = _PARTIAL_ENTITY.sub("", _prefix_within(escaped, limit - 1))
@@ -119,7 +135,7 @@ def to_display(value: Any) -> str:
 def inline_code(raw: str, limit: int) -> str:
     """`raw` as one mrkdwn code span of at most `limit` characters: escaped, hidden characters
     shown, and no backtick or line break that would end the span early."""
-    text = _show_hidden(" ".join(raw.splitlines())).replace("`", _BACKTICK_LOOKALIKE)
+    text = show_hidden(" ".join(raw.splitlines())).replace("`", _BACKTICK_LOOKALIKE)
     return f"`{cut_mrkdwn(text, limit - 2) or ' '}`"
 
 
@@ -127,8 +143,9 @@ def json_code_block(value: Any, limit: int) -> str:
     """`value` as pretty JSON in a mrkdwn code block, escaped and cut to `limit` overall."""
     text = json.dumps(value, ensure_ascii=False, indent=2, default=str, sort_keys=False)
     # Inside JSON strings `\uXXXX` is the same character, so this only changes how it looks.
-    text = _show_hidden(text)
-    # A fence inside the value would close the block early; a zero-width space breaks it.
+    text = show_hidden(text)
+    # A fence inside the value would close the block early; a zero-width space breaks it (ours,
+    # added after the hidden characters were shown, so it stays a zero-width space).
     text = text.replace(_FENCE, "`\u200b`\u200b`")
-    body = cut_mrkdwn(text, limit - 2 * len(_FENCE) - 2)
+    body = _cut_escaped(_escape_entities(text), limit - 2 * len(_FENCE) - 2)
     return f"{_FENCE}\n{body}\n{_FENCE}"

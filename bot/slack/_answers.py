@@ -26,11 +26,13 @@ from ._expiry import EXPIRED_REASON
 from ._policy import AnswerPolicy, GroupMembers
 from ._worker import Work
 
-__all__ = ["Answers", "Refusal", "SubmissionCheck"]
+__all__ = ["Answers", "Refusal", "SubmissionCheck", "user_and_channel"]
 
 log = logging.getLogger("handback.slack")
 
 Expire = Callable[[InteractionRecord], Awaitable[None]]
+
+_ELSEWHERE = "This control does not belong to a request in this channel."
 
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
@@ -88,6 +90,7 @@ class Answers:
         work: Work | None = None,
     ) -> InteractionRecord:
         """The pending interaction this person may answer, or a `Refusal` saying why not;
+        `channel` is where the answer was given (None only for a modal, which has no channel),
         `denying` when the answer can only be a Deny (the requester may withdraw a request).
 
         A retried work item may find the interaction answered by this very person: its first
@@ -96,8 +99,8 @@ class Answers:
         record = await self.store.get_interaction(interaction_id)
         if record is None:
             raise Refusal("handback has no such request; this control cannot be used.")
-        if channel and record.channel and channel != record.channel:
-            raise Refusal("This control does not belong to a request in this channel.")
+        if channel is not None and channel != record.channel:
+            raise Refusal(_ELSEWHERE)
         if record.status == "pending" and record.expires_at <= self.clock():
             # The sweeper has not got to it yet; expire it now (in the background) and say so.
             await self.expire(record)
@@ -140,11 +143,10 @@ class Answers:
 
     async def on_action(self, body: dict[str, Any], *, work: Work | None = None) -> None:
         """Handle one `block_actions` payload (after the ack); `work` is its inbox item."""
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or "") or None
         try:
             action = blocks.parse_block_action(body)
         except InvalidAnswer as error:
+            user, channel = user_and_channel(body)
             await self._refuse(
                 user=user, channel=channel, thread_ts=None, reason=str(error), interaction_id=None
             )
@@ -153,10 +155,14 @@ class Answers:
             return  # Ticking options only changes the card's state; Submit reads it.
         record: InteractionRecord | None = None
         try:
+            if action.channel_id is None:
+                # A card is always in a channel, and Slack says which (the payload's channel or
+                # its container); a click that does not cannot be checked against the card's.
+                raise Refusal(_ELSEWHERE)
             record = await self._pending(
                 action.interaction_id,
                 action.user_id,
-                channel=channel,
+                channel=action.channel_id,
                 denying=action.action in _DENY_ACTIONS,
                 work=work,
             )
@@ -177,7 +183,7 @@ class Answers:
         except (Refusal, InvalidAnswer) as error:
             await self._refuse(
                 user=action.user_id,
-                channel=action.channel_id or channel,
+                channel=action.channel_id,
                 thread_ts=action.thread_ts,
                 reason=str(error),
                 interaction_id=action.interaction_id,
@@ -216,7 +222,7 @@ class Answers:
 
     async def check_submission(self, body: dict[str, Any]) -> SubmissionCheck:
         """Validate a `view_submission` before the ack, so errors can show inline."""
-        user = str((body.get("user") or {}).get("id") or "")
+        user, _ = user_and_channel(body)
         first_input = _first_input_block(body)
         try:
             submission: ModalSubmission = blocks.parse_view_submission(body)
@@ -520,12 +526,30 @@ def _closed_reason(record: InteractionRecord) -> str:
             return "This request expired, so it can no longer be answered."
 
 
-def _first_input_block(body: dict[str, Any]) -> str | None:
-    view = body.get("view") or {}
-    for block in view.get("blocks") or []:
-        if isinstance(block, dict) and block.get("type") == "input" and block.get("block_id"):
-            return str(block["block_id"])
+def _first_input_block(body: Any) -> str | None:
+    """The block id inline errors can be shown under; None when the payload has no such block
+    (or is not shaped like a view at all: this runs on payloads that failed to parse)."""
+    view = body.get("view") if isinstance(body, dict) else None
+    found = view.get("blocks") if isinstance(view, dict) else None
+    for block in found if isinstance(found, list) else ():
+        if not isinstance(block, dict) or block.get("type") != "input":
+            continue
+        block_id = block.get("block_id")
+        if isinstance(block_id, str) and block_id:
+            return block_id
     return None
+
+
+def user_and_channel(body: Any) -> tuple[str, str | None]:
+    """`(user id, channel id)` of a payload that may not have parsed, for telling the person;
+    empty or None where the payload does not say (or says it with the wrong type)."""
+
+    def field_id(key: str) -> str | None:
+        value = body.get(key) if isinstance(body, dict) else None
+        found = value.get("id") if isinstance(value, dict) else None
+        return found if isinstance(found, str) and found else None
+
+    return field_id("user") or "", field_id("channel")
 
 
 def _short_json(value: Any) -> str:

@@ -36,13 +36,14 @@ from blocks import InvalidAnswer
 from state import InteractionRecord, Store, StoreError, WorkItem
 
 from .. import Agent
-from ._answers import Answers
+from ._answers import Answers, user_and_channel
 from ._chat import Chat
 from ._conversation import Conversations, Thread
 from ._expiry import Sweeper
 from ._policy import AnswerPolicy, GroupMembers, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
+from ._verify import CheckedSocketModeHandler, PersonEvent, SlackGate, person_event
 from ._worker import Work, Worker
 
 __all__ = ["Role", "SlackBot", "make_client"]
@@ -251,8 +252,16 @@ class SlackBot:
 
     def web_app(self, *, health_only: bool = False) -> web.Application:
         """The aiohttp application: `POST /slack/events` (events and interactivity), `GET
-        /healthz`; a worker serves only the latter."""
-        application = web.Application() if health_only else self.app.web_app(path="/slack/events")
+        /healthz`; a worker serves only the latter.
+
+        Every request to `/slack/events` is verified and its payload checked (`SlackGate`)
+        before Bolt reads it.
+        """
+        application = web.Application()
+        if not health_only:
+            secret = self.settings.slack_signing_secret
+            gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)
+            application.router.add_post("/slack/events", gate.handle)
         application.router.add_get("/healthz", self._healthz)
         return application
 
@@ -281,10 +290,9 @@ class SlackBot:
             await runner.cleanup()
 
     async def run_socket_mode(self, app_token: str, stop: asyncio.Event) -> None:
-        """Connect over Socket Mode and handle requests until `stop` is set."""
-        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-        handler = AsyncSocketModeHandler(self.app, app_token)
+        """Connect over Socket Mode and handle requests until `stop` is set; payloads that do not
+        fit are acked and never reach Bolt (`CheckedSocketModeHandler`)."""
+        handler = CheckedSocketModeHandler(self.app, app_token)
         # slack_sdk retries a failing connection forever, so the first connect races `stop`:
         # a SIGTERM while Slack is out of reach still ends the process.
         connecting = asyncio.ensure_future(handler.connect_async())  # type: ignore[no-untyped-call]
@@ -339,7 +347,7 @@ class SlackBot:
                 timeout=_RECORD_WAIT,
             )
         except (StoreError, TimeoutError) as error:
-            log.warning("could not record a %s in the inbox: %s", kind, error or "timed out")
+            log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
             return False
         finally:
             self._recording -= 1
@@ -354,9 +362,10 @@ class SlackBot:
     async def _take_event(
         self, body: dict[str, Any], context: AsyncBoltContext, *, mention: bool
     ) -> BoltResponse | None:
-        event = body.get("event") or {}
+        # The payload fits (the edge checked it, over HTTP or Socket Mode); this types it.
+        event = person_event(body)
         bot_user_id = context.get("bot_user_id")
-        if _not_a_prompt(event, bot_user_id, mention=mention):
+        if event is None or _not_a_prompt(event, bot_user_id, mention=mention):
             return None
         item = {"payload": body, "bot_user_id": bot_user_id, "mention": mention}
         event_id = body.get("event_id")
@@ -392,7 +401,7 @@ class SlackBot:
                 self.answers.check_submission(body), timeout=_RECORD_WAIT
             )
         except (StoreError, TimeoutError) as error:
-            log.warning("could not check a modal submission: %s", error or "timed out")
+            log.warning("could not check a modal submission: %s", str(error) or "timed out")
             check = self.answers.not_recorded(body, _NOT_RECORDED)
         if check.record is not None:
             record = check.record
@@ -411,8 +420,7 @@ class SlackBot:
             log.info("modal submission refused: %s", check.notice)
 
     async def _not_recorded(self, body: dict[str, Any]) -> None:
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or "")
+        user, channel = user_and_channel(body)
         if user and channel:
             await self.chat.ephemeral(channel, user, _NOT_RECORDED)
 
@@ -469,8 +477,7 @@ class SlackBot:
             raise
         except Exception:
             log.exception("could not handle a click")
-            user = str((body.get("user") or {}).get("id") or "")
-            channel = str((body.get("channel") or {}).get("id") or "")
+            user, channel = user_and_channel(body)
             if user and channel:
                 await self.chat.ephemeral(channel, user, _SORRY)
 
@@ -545,24 +552,22 @@ class SlackBot:
         await self.conversations.start(thread, text=text, message_ts=ts, run_id=work.run_id("turn"))
 
 
-def _not_a_prompt(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> bool:
+def _not_a_prompt(event: PersonEvent, bot_user_id: str | None, *, mention: bool) -> bool:
     """True for events that must not start or continue a run."""
-    if event.get("bot_id") or event.get("bot_profile"):
+    if event.bot_id or event.bot_profile:
         return True
-    user = event.get("user")
-    if not user or user == bot_user_id:
+    if not event.user or event.user == bot_user_id:
         return True
-    subtype = event.get("subtype")
-    if subtype and subtype not in _PERSON_SUBTYPES:
+    if event.subtype and event.subtype not in _PERSON_SUBTYPES:
         return True
-    if not event.get("channel") or not event.get("ts"):
+    if not event.channel or not event.ts:
         return True
     # A channel message that mentions the bot also arrives as `app_mention`; take that one.
     return bool(
         not mention
-        and event.get("channel_type") != "im"
+        and event.channel_type != "im"
         and bot_user_id
-        and _mention_of(bot_user_id).search(str(event.get("text") or ""))
+        and _mention_of(bot_user_id).search(event.text or "")
     )
 
 

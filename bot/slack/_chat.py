@@ -13,6 +13,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+import blocks
+
 __all__ = ["Chat", "escape", "fit_text"]
 
 log = logging.getLogger("handback.slack")
@@ -22,8 +24,9 @@ _MAX_TEXT = 39_000
 
 
 def escape(text: str) -> str:
-    """Escape mrkdwn control characters so text cannot ping `<!channel>` or forge a link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape mrkdwn control characters so text cannot ping `<!channel>` or forge a link, and
+    show bidi controls and invisible characters as `\\uXXXX` (`blocks.escape`)."""
+    return blocks.escape(text)
 
 
 def fit_text(text: str, limit: int = _MAX_TEXT) -> str:

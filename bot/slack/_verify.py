@@ -1,0 +1,420 @@
+"""The edge of `/slack/events`: verify a request before reading it, then check what it says.
+
+Every request is verified against the signing secret (slack_sdk's `SignatureVerifier`, Slack's
+5-minute window) before its body is parsed, and anything unverified gets a 401 and one log line.
+A verified body must then fit the pydantic models below, which type every field Bolt or the
+listeners read: a body that does not fit gets a 400 (an event gets its ack, so Slack does not
+send it again) and one log line, and never reaches Bolt. Socket Mode payloads arrive verified,
+so `CheckedSocketModeHandler` checks only the second half (`check_payload`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+
+import blocks
+
+__all__ = [
+    "BlockActions",
+    "CheckedSocketModeHandler",
+    "EventCallback",
+    "PersonEvent",
+    "SlackGate",
+    "UrlVerification",
+    "ViewSubmission",
+    "check_payload",
+    "person_event",
+]
+
+log = logging.getLogger("handback.slack")
+
+MAX_DEPTH: Final = 64
+"""Nesting a payload may have; Slack's own (a view with rich text in its state) stay under 20."""
+
+_WINDOW: Final = 60 * 5
+"""Seconds a signed request stays valid (Slack's own window; a replay after it is refused)."""
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_PERSON_EVENTS: Final = frozenset({"message", "app_mention"})
+_REASON_LIMIT: Final = 200
+
+
+class _Model(BaseModel):
+    # Strict: a number is not a string and a string is not a bool, as in Slack's own payloads.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class _Named(_Model):
+    """A user, channel, team or enterprise given as an object."""
+
+    id: str | None = None
+
+
+class _Context(_Model):
+    """Fields Bolt reads to build its context, at any level it looks: the wrong type in any of
+    them makes Bolt raise before a listener runs."""
+
+    user: str | _Named | None = None
+    user_id: str | None = None
+    channel: str | _Named | None = None
+    channel_id: str | None = None
+    thread_ts: str | None = None
+    team: str | _Named | None = None
+    team_id: str | None = None
+    enterprise: str | _Named | None = None
+    enterprise_id: str | None = None
+    is_enterprise_install: bool | None = None
+    authorizations: list[_Context] | None = None
+
+
+class _Nested(_Context):
+    """An object Bolt looks into for the user or the thread (`message`, `item` and the like)."""
+
+
+class _ResponseUrl(_Model):
+    response_url: str | None = None
+
+
+class _Envelope(_Context):
+    type: str
+    is_ext_shared_channel: bool | None = None
+    context_team_id: str | None = None
+    context_enterprise_id: str | None = None
+    function_execution_id: str | None = None
+    bot_access_token: str | None = None
+    function_data: dict[str, Any] | None = None
+    response_url: str | None = None
+    response_urls: list[_ResponseUrl] | None = None
+    message: _Nested | None = None
+    previous_message: _Nested | None = None
+    item: _Nested | None = None
+    assistant_thread: _Nested | None = None
+
+
+class UrlVerification(_Envelope):
+    type: Literal["url_verification"]
+    challenge: Annotated[str, Field(max_length=1000)]
+
+
+class PersonEvent(_Context):
+    """A `message` or `app_mention` event: what decides whether it is a prompt, and where."""
+
+    type: Literal["message", "app_mention"]
+    user: str | None = None
+    channel: str | None = None
+    ts: str | None = None
+    thread_ts: str | None = None
+    text: str | None = None
+    subtype: str | None = None
+    channel_type: str | None = None
+    bot_id: str | None = None
+    bot_profile: dict[str, Any] | None = None
+    user_team: str | None = None
+    function_execution_id: str | None = None
+    bot_access_token: str | None = None
+    inputs: dict[str, Any] | None = None
+    message: _Nested | None = None
+    previous_message: _Nested | None = None
+
+
+class _AnyEvent(_Model):
+    type: str
+
+
+class EventCallback(_Envelope):
+    type: Literal["event_callback"]
+    event_id: str | None = None
+    event: _AnyEvent
+
+
+class _PersonCallback(_Envelope):
+    type: Literal["event_callback"]
+    event_id: str | None = None
+    event: PersonEvent
+
+
+class _Container(_Model):
+    channel_id: str | None = None
+    message_ts: str | None = None
+    thread_ts: str | None = None
+
+
+class _Action(_Model):
+    action_id: str
+    block_id: str | None = None
+
+
+class _State(_Model):
+    values: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+class _View(_Model):
+    type: str
+    """`modal`; Bolt reads it to tell workflow steps apart."""
+    id: str | None = None
+    callback_id: str
+    private_metadata: str | None = None
+    blocks: list[dict[str, Any]] | None = None
+    state: _State | None = None
+    team_id: str | None = None
+    app_installed_team_id: str | None = None
+
+
+class _User(_Named):
+    id: str
+    team_id: str | None = None
+
+
+class BlockActions(_Envelope):
+    type: Literal["block_actions"]
+    user: _User
+    actions: Annotated[list[_Action], Field(min_length=1)]
+    channel: _Named | None = None
+    container: _Container | None = None
+    trigger_id: str | None = None
+    view: _View | None = None
+    state: _State | None = None
+
+
+class ViewSubmission(_Envelope):
+    type: Literal["view_submission"]
+    user: _User
+    view: _View
+
+
+_ROUTED: Final[dict[str, type[_Envelope]]] = {
+    "url_verification": UrlVerification,
+    "event_callback": EventCallback,
+    "block_actions": BlockActions,
+    "view_submission": ViewSubmission,
+}
+"""The payloads handed to Bolt; any other `type` is acked here (no listener wants it)."""
+
+
+class Misfit(ValueError):
+    """A verified payload that does not fit the edge models; the message says where."""
+
+
+def _reason(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])[:_REASON_LIMIT] or "payload"
+    return f"{where}: {first['msg']}"
+
+
+def _check(model: type[_Model], body: Mapping[str, Any]) -> None:
+    try:
+        model.model_validate(body)
+    except ValidationError as error:
+        raise Misfit(_reason(error)) from None
+
+
+def person_event(body: Any) -> PersonEvent | None:
+    """The `message` or `app_mention` event of an `event_callback` body; None (and one log
+    line) when the body does not fit, so an event with fields of the wrong type is no prompt."""
+    try:
+        return _PersonCallback.model_validate(body if isinstance(body, dict) else {}).event
+    except ValidationError as error:
+        log.warning("ignored an event that does not fit: %s", _reason(error))
+        return None
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (without recursion: the value is hostile)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _parse_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise Misfit("the body is not JSON") from None
+    if not isinstance(value, dict):
+        raise Misfit(f"the body is a JSON {type(value).__name__}, not an object")
+    if _depth(value) > MAX_DEPTH:
+        raise Misfit(f"the body nests deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def parse_body(text: str, content_type: str | None) -> dict[str, Any]:
+    """The payload of a verified body, read the way Bolt reads it (JSON when it says so or
+    starts with `{`, else a form with a `payload` field); `Misfit` when it cannot be one."""
+    if content_type == "application/json" or text.startswith("{"):
+        return _parse_json(text)
+    try:
+        form = dict(parse_qsl(text, keep_blank_values=True))
+    except ValueError:
+        raise Misfit("the body is not a form") from None
+    if "payload" not in form:
+        raise Misfit("the form has no `payload`")
+    return _parse_json(form["payload"])
+
+
+@dataclass(kw_only=True)
+class Refused:
+    """Why the edge answers a request itself instead of handing it to Bolt."""
+
+    status: int
+    reason: str
+    misfit: bool = True
+    """The payload does not fit (a warning), rather than fitting but wanted by no listener."""
+
+    def log(self) -> None:
+        """The one log line of a refusal."""
+        if not self.misfit:
+            log.info("acked a Slack request no listener takes: %s", self.reason)
+        elif self.status == 200:
+            log.warning("acked a Slack event that does not fit: %s", self.reason)
+        else:
+            log.warning("refused a malformed Slack request: %s", self.reason)
+
+
+Dispatch = Callable[[AsyncBoltRequest], Awaitable[BoltResponse]]
+
+
+class SlackGate:
+    """The aiohttp handler for `/slack/events`: verify, parse, check, then hand to Bolt."""
+
+    def __init__(self, signing_secret: str | None, dispatch: Dispatch) -> None:
+        # Without a secret nothing can be verified, so nothing is let in.
+        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self._dispatch = dispatch
+
+    def _unverified(self, raw: bytes, headers: Mapping[str, str]) -> str | None:
+        """Why the request is not from Slack, or None when it is."""
+        if self._verifier is None:
+            return "no signing secret is configured"
+        timestamp = headers.get("X-Slack-Request-Timestamp")
+        signature = headers.get("X-Slack-Signature")
+        if timestamp is None or signature is None:
+            return "it is not signed"
+        if not _TIMESTAMP.fullmatch(timestamp):
+            return "its timestamp is not a whole number of seconds"
+        if abs(time.time() - int(timestamp)) > _WINDOW:
+            return "its timestamp is outside the 5-minute window"
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # Slack's bodies are UTF-8, and `SignatureVerifier` can check no other.
+            return "its body is not UTF-8, so its signature cannot be checked"
+        if not self._verifier.is_valid(body=raw, timestamp=timestamp, signature=signature):
+            return "its signature does not match"
+        return None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        unverified = self._unverified(raw, request.headers)
+        if unverified is not None:
+            log.warning("refused a request to %s: %s", request.path, unverified)
+            return web.Response(status=401, text="unverified")
+        # Bolt's own reading of the header (no lower-casing), so both parse the body alike.
+        content_type = (request.headers.get("Content-Type") or "").split(";")[0] or None
+        refused, text = self._check(raw, content_type)
+        if refused is not None:
+            refused.log()
+            return web.Response(
+                status=refused.status, text="" if refused.status == 200 else "malformed"
+            )
+        try:
+            bolt_request = AsyncBoltRequest(
+                body=text,
+                query=request.query_string,
+                headers=request.headers,  # type: ignore[arg-type]
+            )
+        except Exception as error:  # Bolt's own reading; the models should leave it nothing.
+            log.warning("refused a Slack request Bolt could not read: %r", error)
+            return web.Response(status=400, text="malformed")
+        return await to_aiohttp_response(await self._dispatch(bolt_request))
+
+    @staticmethod
+    def _check(raw: bytes, content_type: str | None) -> tuple[Refused | None, str]:
+        """`(refusal, text)`: a refusal (an event's is a 200) unless the body fits a payload
+        Bolt has a listener for."""
+        try:
+            text = raw.decode("utf-8")
+            body = parse_body(text, content_type)
+        except UnicodeDecodeError:
+            return Refused(status=400, reason="the body is not UTF-8"), ""
+        except Misfit as error:
+            return Refused(status=400, reason=str(error)), ""
+        return check_payload(body), text
+
+
+def check_payload(body: dict[str, Any]) -> Refused | None:
+    """None when Bolt may have `body`: it fits the models and a listener takes it; else what to
+    answer instead (an event's answer is its ack: Slack would send it again until it is one)."""
+    kind = body.get("type")
+    if not isinstance(kind, str):
+        return Refused(status=400, reason="the payload has no `type`")
+    model = _ROUTED.get(kind)
+    if model is None:
+        shown = repr(kind)[:_REASON_LIMIT]
+        return Refused(status=200, reason=f"no listener for payloads of type {shown}", misfit=False)
+    try:
+        _check(model, body)
+        if model is EventCallback and body["event"]["type"] in _PERSON_EVENTS:
+            _check(_PersonCallback, body)
+    except Misfit as error:
+        status = 200 if model is EventCallback else 400
+        return Refused(status=status, reason=f"{kind} does not fit: {error}")
+    unheard = _unheard(kind, body)
+    if unheard is not None:
+        return Refused(status=200, reason=unheard, misfit=False)
+    return None
+
+
+def _unheard(kind: str, body: dict[str, Any]) -> str | None:
+    """Why no listener takes this (fitting) payload, or None; Bolt would answer 404 and log a
+    page of advice, and Slack would send an event again, so the edge acks it instead."""
+    if kind == "event_callback" and body["event"]["type"] not in _PERSON_EVENTS:
+        return f"no listener for events of type {repr(body['event']['type'])[:_REASON_LIMIT]}"
+    if kind == "block_actions" and not blocks.ACTION_PATTERN.match(body["actions"][0]["action_id"]):
+        return "a click on a control that is not handback's"
+    if kind == "view_submission" and not blocks.CALLBACK_PATTERN.match(body["view"]["callback_id"]):
+        return "a submission of a view that is not handback's"
+    return None
+
+
+class CheckedSocketModeHandler(AsyncSocketModeHandler):
+    """Bolt's Socket Mode handler, but a payload that does not fit (`check_payload`) is acked
+    with one log line and never reaches Bolt, as over HTTP."""
+
+    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        payload = req.payload if isinstance(req.payload, dict) else {}
+        refused = check_payload(payload)
+        if refused is None:
+            await super().handle(client, req)
+            return
+        refused.log()
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
