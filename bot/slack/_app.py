@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -33,18 +32,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 from blocks import InvalidAnswer
-from state import InteractionRecord, Store, StoreError, WorkItem
+from state import InteractionRecord, Store, StoreError
 
 from .. import Agent
-from ._answers import Answers, user_and_channel
+from ._answers import Answers
 from ._chat import Chat
-from ._conversation import Conversations, Thread
+from ._conversation import Conversations
+from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
 from ._policy import AnswerPolicy, GroupMembers, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
 from ._verify import CheckedSocketModeHandler, PersonEvent, SlackGate, person_event
-from ._worker import Work, Worker
+from ._worker import Worker
 
 __all__ = ["Role", "SlackBot", "make_client"]
 
@@ -60,17 +60,11 @@ joins, bot messages) is not a prompt."""
 
 _BOLT_LOG = logging.getLogger("handback.bolt")
 
-_SORRY = "Sorry, something went wrong on my side. The details are in the bot's log."
-
 _SERVER_ERROR_PAUSE = 0.3
 """Seconds before retrying a Web API call Slack answered with 500 or 503."""
 
 _RECORD_WAIT = 2.0
 """Seconds the ack may wait for the inbox write: Slack gives up on a response after 3."""
-
-_NOT_RECORDED = (
-    "Sorry, I could not record that just now, so nothing happened. Please try again in a moment."
-)
 
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
@@ -158,9 +152,12 @@ class SlackBot:
             clock=clock,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
+        self.dispatch = Dispatch(
+            store=store, chat=self.chat, answers=self.answers, conversations=self.conversations
+        )
         self.worker = Worker(
             store=store,
-            handle=self._work,
+            handle=self.dispatch.work,
             lease=settings.handback_work_lease,
             concurrency=settings.handback_concurrency,
             yield_to=lambda: self._recording > 0,
@@ -170,8 +167,6 @@ class SlackBot:
         self.role = role
         self._loops = loops
         """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
-        self._thread_tails: dict[tuple[str, str], asyncio.Task[Any]] = {}
-        """The last event being worked for each thread."""
         self._sweeper_task: asyncio.Task[None] | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -386,12 +381,12 @@ class SlackBot:
             # The trigger to open a modal lives 3 seconds, so this process opens it; nothing is
             # answered or lost if it fails, and the person is told.
             await ack()
-            self.tasks.spawn(self._on_click(body, None), name="open-modal")
+            self.tasks.spawn(self.dispatch.on_click(body, None), name="open-modal")
             return
         recorded = await self._record("action", {"payload": body})
         await ack()
         if not recorded:
-            self.tasks.spawn(self._not_recorded(body), name="not-recorded")
+            self.tasks.spawn(self.dispatch.not_recorded(body), name="not-recorded")
 
     async def _take_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # Checked before the ack so that errors can show inline in the modal; bounded, since
@@ -402,7 +397,7 @@ class SlackBot:
             )
         except (StoreError, TimeoutError) as error:
             log.warning("could not check a modal submission: %s", str(error) or "timed out")
-            check = self.answers.not_recorded(body, _NOT_RECORDED)
+            check = self.answers.not_recorded(body, NOT_RECORDED)
         if check.record is not None:
             record = check.record
             item = {
@@ -411,145 +406,13 @@ class SlackBot:
                 "answer": check.answer,
             }
             if not await self._record("view", item):
-                check = self.answers.not_recorded(body, _NOT_RECORDED)
+                check = self.answers.not_recorded(body, NOT_RECORDED)
         if check.errors:
             await ack(response_action="errors", errors=check.errors)
             return
         await ack()
         if check.notice:
             log.info("modal submission refused: %s", check.notice)
-
-    async def _not_recorded(self, body: dict[str, Any]) -> None:
-        user, channel = user_and_channel(body)
-        if user and channel:
-            await self.chat.ephemeral(channel, user, _NOT_RECORDED)
-
-    # ------------------------------------------------------ the worker side: do the work
-
-    async def _work(self, item: WorkItem) -> None:
-        """One inbox item; a `StoreError` leaves it in the inbox to be taken again."""
-        body = item.body
-        work = Work(id=str(body.get("id") or item.item_id), attempt=item.attempts)
-        if item.kind == "event":
-            await self._work_event(body, work)
-        elif item.kind == "action":
-            await self._on_click(body["payload"], work)
-        elif item.kind == "view":
-            await self._on_modal_answer(body, work)
-        elif item.kind == "recover":
-            await self.answers.recover_run(str(body["run_id"]), work=work)
-        else:
-            log.error("dropping work item %s of unknown kind %r", item.item_id, item.kind)
-
-    async def _work_event(self, item: dict[str, Any], work: Work) -> None:
-        body: dict[str, Any] = item["payload"]
-        event: dict[str, Any] = body["event"]
-        bot_user_id = item.get("bot_user_id")
-        # Messages of one thread are handled in the order they arrived: a quick follow-up
-        # continues from the run before it instead of racing it.
-        key = (str(event["channel"]), str(event.get("thread_ts") or event["ts"]))
-        before = self._thread_tails.get(key)
-        me = asyncio.current_task()
-        assert me is not None
-        self._thread_tails[key] = me
-        try:
-            if before is not None and not before.done():
-                await asyncio.wait([before])
-            await self._on_message(
-                body, event, bot_user_id, mention=bool(item.get("mention")), work=work
-            )
-        finally:
-            if self._thread_tails.get(key) is me:
-                del self._thread_tails[key]
-
-    # The handlers below are where work ends: whatever still goes wrong (a bug, Slack refusing)
-    # is logged in full and told to the person in one plain sentence, so a click or a message
-    # never just vanishes. A store outage is not told: the work item stays in the inbox and is
-    # finished once the store is back.
-
-    async def _on_click(self, body: dict[str, Any], work: Work | None) -> None:
-        try:
-            await self.answers.on_action(body, work=work)
-        except StoreError:
-            if work is None:
-                await self._not_recorded(body)
-                return
-            raise
-        except Exception:
-            log.exception("could not handle a click")
-            user, channel = user_and_channel(body)
-            if user and channel:
-                await self.chat.ephemeral(channel, user, _SORRY)
-
-    async def _on_modal_answer(self, item: dict[str, Any], work: Work) -> None:
-        record = await self.store.get_interaction(str(item["interaction_id"]))
-        user = str(item["user"])
-        if record is None:
-            log.warning("a modal answered interaction %s, which is gone", item["interaction_id"])
-            return
-        try:
-            await self.answers.accept(record, user=user, answer=item["answer"], work=work)
-        except StoreError:
-            raise
-        except Exception:
-            log.exception("could not take the answer to %s", record.interaction_id)
-            if record.channel:
-                await self.chat.ephemeral(record.channel, user, _SORRY, thread_ts=record.thread_ts)
-
-    async def _on_message(
-        self,
-        body: dict[str, Any],
-        event: dict[str, Any],
-        bot_user_id: str | None,
-        *,
-        mention: bool,
-        work: Work,
-    ) -> None:
-        try:
-            await self._on_person_message(body, event, bot_user_id, mention=mention, work=work)
-        except StoreError:
-            raise
-        except Exception:
-            log.exception("could not handle event %s", body.get("event_id"))
-            channel = str(event["channel"])
-            await self.chat.post(
-                channel, _SORRY, thread_ts=str(event.get("thread_ts") or event["ts"])
-            )
-
-    async def _on_person_message(
-        self,
-        body: dict[str, Any],
-        event: dict[str, Any],
-        bot_user_id: str | None,
-        *,
-        mention: bool,
-        work: Work,
-    ) -> None:
-        # Slack's redeliveries were dropped when the event was recorded (`dedupe=event_id`).
-        channel = str(event["channel"])
-        ts = str(event["ts"])
-        in_thread = event.get("thread_ts")
-        is_dm = event.get("channel_type") == "im"
-        thread = Thread(
-            channel=channel, thread_ts=str(in_thread or ts), requester=str(event.get("user"))
-        )
-        # A plain channel message only matters inside a thread the bot already talks in.
-        if (
-            not mention
-            and not is_dm
-            and (not in_thread or await self.store.get_thread_run(channel, str(in_thread)) is None)
-        ):
-            return
-        text = _without_mention(str(event.get("text") or ""), bot_user_id)
-        user = str(event["user"])
-        if in_thread and (
-            await self.answers.on_thread_reply(thread, user=user, text=text, work=work)
-            or await self.answers.holds_thread(thread, user=user)
-        ):
-            return
-        if not text:
-            text = "Hello!"
-        await self.conversations.start(thread, text=text, message_ts=ts, run_id=work.run_id("turn"))
 
 
 def _not_a_prompt(event: PersonEvent, bot_user_id: str | None, *, mention: bool) -> bool:
@@ -567,16 +430,5 @@ def _not_a_prompt(event: PersonEvent, bot_user_id: str | None, *, mention: bool)
         not mention
         and event.channel_type != "im"
         and bot_user_id
-        and _mention_of(bot_user_id).search(event.text or "")
+        and mention_of(bot_user_id).search(event.text or "")
     )
-
-
-def _mention_of(bot_user_id: str) -> re.Pattern[str]:
-    """`<@U…>`, and the labelled `<@U…|name>` that some clients and API posts still send."""
-    return re.compile(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>")
-
-
-def _without_mention(text: str, bot_user_id: str | None) -> str:
-    if bot_user_id:
-        text = _mention_of(bot_user_id).sub("", text)
-    return text.strip()
