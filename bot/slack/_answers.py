@@ -17,7 +17,14 @@ from typing import Any
 
 import blocks
 from blocks import CardAction, InvalidAnswer, ModalSubmission
-from state import AuditEntry, InteractionRecord, InteractionStatus, Store, StoreError
+from state import (
+    AuditEntry,
+    CorruptRecordError,
+    InteractionRecord,
+    InteractionStatus,
+    Store,
+    StoreError,
+)
 
 from .. import Cancel
 from ._chat import Chat
@@ -359,12 +366,11 @@ class Answers:
             record.interaction_id, answer=answer, answered_by=user, now=self.clock()
         )
         stored = claim.record
+        child_id = None if work is None else work.run_id("resume")
         if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
             await self.conversations.show_closed(stored)
             await self.resume_if_complete(
-                stored.run_id,
-                working_ts=stored.message_ts,
-                child_id=work.run_id("resume") if work else None,
+                stored.run_id, working_ts=stored.message_ts, child_id=child_id
             )
             return
         if not claim.won or stored is None:
@@ -389,7 +395,6 @@ class Answers:
             )
         )
         await self.conversations.show_closed(stored)
-        child_id = None if work is None else work.run_id("resume")
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
         )
@@ -434,7 +439,12 @@ class Answers:
             for run_id in run_ids:
                 if patient and run_id not in self._settled_before:
                     continue
-                run = await self.store.load_run(run_id)
+                try:
+                    run = await self.store.load_run(run_id)
+                except CorruptRecordError:
+                    # One unreadable run must not keep the others from being recovered.
+                    log.exception("cannot recover run %s", run_id)
+                    continue
                 if run is None or run.agent_name != self.conversations.agent.name:
                     continue  # Another agent's run in a shared store is that agent's to resume.
                 key = f"recover:{run_id}"

@@ -200,3 +200,37 @@ async def test_recovery_leaves_another_agents_runs_alone(make_bot: BotFactory) -
         assert other.texts(asked.ts) == []
         assert await other.store.settled_runs() == [run_id]
     assert agents.DEPLOYS == []
+
+
+async def test_one_unreadable_run_does_not_stop_the_others_recovering(
+    make_bot: BotFactory, store_url: str
+) -> None:
+    async with make_bot(agents.confirm_agent) as h:
+        threads = [await h.mention(ALICE, f"restart {n}") for n in range(3)]
+        run_ids = [await _answer_behind_the_bots_back(h, h.card(t.ts)) for t in threads]
+        broken = sorted(run_ids)[0]  # the first the sweep meets
+        await _corrupt_run(store_url, broken)
+        assert await h.bot.answers.recover() == 2
+        await h.bot.drain()
+        answered = [t for t, r in zip(threads, run_ids, strict=True) if r != broken]
+        assert [h.texts(t.ts) for t in answered] == [["Tool said: true"]] * 2
+
+
+async def _corrupt_run(store_url: str, run_id: str) -> None:
+    """Overwrite a run's stored JSON with something that does not decode."""
+    if store_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute("UPDATE runs SET rec = '{' WHERE run_id = ?", (run_id,))
+        conn.close()
+        return
+    import redis.asyncio as aioredis
+
+    base, prefix = store_url.split("?prefix=", 1)
+    client = aioredis.Redis.from_url(base)
+    try:
+        await client.hset(f"{prefix}run:{run_id}", "rec", "{")
+    finally:
+        await client.aclose()
