@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-import functools
-import re
-from datetime import datetime
 from typing import Any
 
-import jsonschema
-from jsonschema import FormatChecker
 from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from referencing.exceptions import Unresolvable
+
+from state import AnswerSchemaError
+from state import schema_errors as _schema_errors
 
 from ._errors import InvalidAnswer
 from ._text import cut, to_display
@@ -20,41 +15,6 @@ from ._text import cut, to_display
 __all__ = ["describe", "schema_errors", "validate"]
 
 _MESSAGE_LIMIT = 150
-_RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
-    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
-)
-
-
-def _is_date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if not _RFC3339.fullmatch(value):
-        return False
-    try:
-        datetime.fromisoformat(value.upper())
-    except ValueError:
-        return False
-    return True
-
-
-@functools.cache
-def _format_checker(cls: type[Validator]) -> FormatChecker:
-    """The draft's format checker, plus `date-time`: jsonschema checks it only when the optional
-    `rfc3339-validator` is installed, and otherwise lets "tomorrow" through silently."""
-    checker = copy.deepcopy(cls.FORMAT_CHECKER)
-    if "date-time" not in checker.checkers:
-        checker.checks("date-time")(_is_date_time)
-    return checker
-
-
-def _validator(schema: dict[str, Any]) -> Validator:
-    cls = jsonschema.validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise InvalidAnswer(f"This request has an invalid answer schema: {exc.message}") from exc
-    return cls(schema, format_checker=_format_checker(cls))
 
 
 def _number(value: Any) -> str:
@@ -119,17 +79,12 @@ def describe(error: ValidationError) -> str:
 
 
 def schema_errors(schema: dict[str, Any] | None, value: Any) -> list[ValidationError]:
-    """Every violation of `schema` by `value`, most relevant first; none when `schema` is None."""
-    if schema is None:
-        return []
+    """Every violation of `schema` by `value`, most relevant first (the validator the runtime
+    uses too); `InvalidAnswer` when the schema itself is broken."""
     try:
-        errors = list(_validator(schema).iter_errors(value))
-    except Unresolvable as exc:
-        # Remote references are never fetched, and a local one may point nowhere.
-        raise InvalidAnswer(
-            f"This request's answer schema has a `$ref` that cannot be found: {exc}"
-        ) from exc
-    return sorted(errors, key=jsonschema.exceptions.relevance, reverse=True)
+        return _schema_errors(schema, value)
+    except AnswerSchemaError as exc:
+        raise InvalidAnswer(f"This request has an invalid answer schema: {exc}") from exc
 
 
 def validate(schema: dict[str, Any] | None, value: Any) -> None:

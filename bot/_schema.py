@@ -1,40 +1,26 @@
-"""Server-side validation of answers against their interaction's `response_schema`."""
+"""Server-side validation of answers against their interaction's `response_schema`, with the
+validator the card uses (`state.schema_errors`), so the runtime never refuses an answer the card
+accepted."""
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
-from jsonschema import FormatChecker
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-
-from state import PendingInteraction
+from state import AnswerSchemaError, PendingInteraction, schema_errors
+from state import check_schema as _check_schema
 
 from ._errors import InvalidResumeValue, UsageError
 
 __all__ = ["check_answer", "check_schema"]
 
-_formats = FormatChecker()
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Validator:
-    schema = json.loads(schema_json)
-    cls = validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        raise UsageError(f"response_schema is not a valid JSON Schema: {exc.message}") from None
-    return cls(schema, format_checker=_formats)
-
 
 def check_schema(schema: dict[str, Any] | None) -> None:
     """Fail early, at `suspend()` time, for a schema that can never validate anything."""
-    if schema is not None:
-        _validator(json.dumps(schema, sort_keys=True))
+    try:
+        _check_schema(schema)
+    except AnswerSchemaError as exc:
+        raise UsageError(f"response_schema is invalid: {exc}") from None
 
 
 def check_answer(run_id: str, interaction: PendingInteraction, value: Any) -> Any:
@@ -53,11 +39,17 @@ def check_answer(run_id: str, interaction: PendingInteraction, value: Any) -> An
             run_id=run_id,
             interaction_id=iid,
         ) from None
-    if interaction.response_schema is None:
-        return value
-    validator = _validator(json.dumps(interaction.response_schema, sort_keys=True))
-    error = next(iter(validator.iter_errors(value)), None)
-    if error is not None:
+    try:
+        errors = schema_errors(interaction.response_schema, value)
+    except AnswerSchemaError as exc:
+        raise InvalidResumeValue(
+            f"Interaction `{iid}` ({interaction.kind}) cannot be answered: its response_schema "
+            f"is invalid: {exc}",
+            run_id=run_id,
+            interaction_id=iid,
+        ) from None
+    if errors:
+        error = errors[0]
         where = "/".join(str(p) for p in error.absolute_path)
         raise InvalidResumeValue(
             f"Answer {value!r} for interaction `{iid}` ({interaction.kind}) is invalid"

@@ -1,6 +1,7 @@
 """Where handback keeps runs, pending interactions, threads, its inbox of accepted work and its
 audit log (Redis or SQLite)."""
 
+from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._errors import (
     CorruptRecordError,
     HandbackError,
@@ -29,6 +30,7 @@ from ._sqlite import SQLiteStore
 
 __all__ = [
     "THREAD_LEASE_TTL",
+    "AnswerSchemaError",
     "AuditAction",
     "AuditEntry",
     "AuditLog",
@@ -53,6 +55,8 @@ __all__ = [
     "StoreError",
     "StoreURLError",
     "WorkItem",
+    "check_schema",
     "open_store",
+    "schema_errors",
     "store_from_url",
 ]
