@@ -123,12 +123,12 @@ def encode_run(run: RunRecord, *, log: str | int | None = None, status: bool = T
 
 
 def _check_layout2(run: RunRecord) -> None:
+    if not run.transcript_read:
+        raise ValueError(f"run `{run.run_id}` was read without its transcript; load it to save it")
     if run.layout != 2 or not run.transcript_id:
         raise ValueError(
             f"run `{run.run_id}`: layout {run.layout!r} with transcript log {run.transcript_id!r}"
         )
-    if not run.transcript_read:
-        raise ValueError(f"run `{run.run_id}` was read without its transcript; load it to save it")
     if not 0 <= run.base <= len(run.transcript):
         raise ValueError(
             f"run `{run.run_id}`: base {run.base} is outside its {len(run.transcript)} messages"
