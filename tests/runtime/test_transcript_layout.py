@@ -71,7 +71,8 @@ async def stored_bytes(store: Store, url: str) -> int:
             tables = [
                 row[0]
                 for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                    "SELECT name FROM sqlite_master"
+                    " WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                 )
             ]
             for table in tables:
