@@ -182,6 +182,27 @@ def _fields(data: Raw, *, key: str) -> dict[str, Any]:
     return fields
 
 
+def _messages(chunks: Sequence[Raw], length: int, *, key: str, log: object) -> list[Any]:
+    """The first `length` messages of a log's chunks (each the messages one save appended,
+    joined by newlines, which compact JSON never holds)."""
+    joined = b",".join(
+        (chunk if isinstance(chunk, bytes) else chunk.encode()).replace(b"\n", b",")
+        for chunk in chunks
+    )
+    try:
+        messages = pydantic_core.from_json(b"[" + joined + b"]")
+    except ValueError as exc:
+        raise CorruptRecordError(key, "run", _reason(exc)) from exc
+    if len(messages) < length:
+        raise CorruptRecordError(
+            key, "run", f"its transcript log `{log}` holds {len(messages)} of {length} messages"
+        )
+    del messages[length:]
+    if not all(isinstance(message, dict) for message in messages):
+        raise CorruptRecordError(key, "run", "its transcript holds a message that is no object")
+    return messages
+
+
 def decode_run(
     data: Raw,
     *,
@@ -231,16 +252,7 @@ def _decode_layout2(
         log = log_name
     if not isinstance(log, str) and transcript is not None:
         raise CorruptRecordError(key, "run", f"its transcript log {log!r} has no name")
-    messages: list[Any] = []
-    if transcript is not None:
-        if len(transcript) != length:
-            raise CorruptRecordError(
-                key, "run", f"its transcript log `{log}` holds {len(transcript)} of {length}"
-            )
-        try:
-            messages = [pydantic_core.from_json(m) for m in transcript]
-        except ValueError as exc:
-            raise CorruptRecordError(key, "run", _reason(exc)) from exc
+    messages = [] if transcript is None else _messages(transcript, length, key=key, log=log)
     if status is not None:
         fields["status"] = text(status)
     if isinstance(fields.get("t1"), int) and isinstance(fields.get("t0", 0), int):
@@ -252,15 +264,15 @@ def _decode_layout2(
     fields.setdefault("id_scheme", 2)
     absent = {"input", "output"} - set(fields)
     fields.update(
-        run_id=run_id,
-        transcript=messages,
-        transcript_id=name,
-        transcript_read=transcript is not None,
+        run_id=run_id, transcript=[], transcript_id=name, transcript_read=transcript is not None
     )
     try:
         run = _RUN.validate_python(fields)
     except ValidationError as exc:
         raise CorruptRecordError(key, "run", _reason(exc)) from exc
+    # Parsed as one JSON array and checked by hand: validating each message again would cost
+    # more than reading them.
+    run.transcript = messages
     if run.transcript_read:
         # Left out because they were the text of these messages (see `encode_run`).
         if "input" in absent and (source := _input_source(run)) is not None:

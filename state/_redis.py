@@ -32,7 +32,6 @@ from ._codec import (
     encode_run,
     inline,
     is_layout2,
-    layout2_log,
     lease_millis,
     own_messages,
     text,
@@ -106,6 +105,11 @@ local function split(chunk)
     at = nl + 1
   end
 end
+local function count(chunk)
+  local n, at = 1, string.find(chunk, '\n', 1, true)
+  while at do n, at = n + 1, string.find(chunk, '\n', at + 1, true) end
+  return n
+end
 local function chunk_at(tx, id, pos)
   return redis.call('HGET', tx, string.format('%s:%d', id, pos))
 end
@@ -157,7 +161,7 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', keep, '-inf', now, 'LIMIT', 0,
     local chunk = chunk_at(tx, dead, at)
     if not chunk then break end
     redis.call('HDEL', tx, string.format('%s:%d', dead, at))
-    at = at + #split(chunk)
+    at = at + count(chunk)
   end
   local dead_name = redis.call('HGET', tx, string.format('@%s', dead))
   if dead_name then redis.call('HDEL', tx, string.format('log:%s', dead_name)) end
@@ -173,8 +177,8 @@ return 1
 )
 
 # KEYS: the run, transcripts. A layout-2 record comes back with the name of its log and the
-# chunks of the log up to its `length` (cjson only reads the small layout-2 record, never
-# re-encodes it).
+# chunks of the log up to its `length`, joined by newlines (cjson only reads the small layout-2
+# record, never re-encodes it).
 _LOAD_RUN = (
     _CHUNKS
     + r"""
@@ -192,9 +196,11 @@ while pos < rec.length do
   local chunk = chunk_at(KEYS[2], id, pos)
   if not chunk then break end
   chunks[#chunks + 1] = chunk
-  pos = pos + #split(chunk)
+  pos = pos + count(chunk)
 end
-return {v[1], v[2], redis.call('HGET', KEYS[2], string.format('@%s', id)), chunks}
+-- One string rather than a reply per chunk: the client splits it as it would the chunks.
+return {v[1], v[2], redis.call('HGET', KEYS[2], string.format('@%s', id)),
+        table.concat(chunks, '\n')}
 """
 )
 
@@ -557,14 +563,12 @@ class RedisStore(RedisInbox):
             return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
         if len(reply) < 4 or reply[2] is None:
             raise CorruptRecordError(key, "run", "it names no readable transcript log")
-        messages = [m for chunk in reply[3] for m in text(chunk).split("\n")]
-        _, length = layout2_log(rec, key=key)
         return decode_run(
             rec,
             key=key,
             run_id=run_id,
             resumed_by=resumed_by,
-            transcript=messages[:length],
+            transcript=[reply[3]] if reply[3] else [],
             log_name=text(reply[2]),
         )
 

@@ -31,7 +31,6 @@ from ._codec import (
     encode_run,
     inline,
     is_layout2,
-    layout2_log,
     lease_millis,
     own_messages,
 )
@@ -476,14 +475,12 @@ class SQLiteStore(SQLiteInbox):
             return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
         if name is None:
             raise CorruptRecordError(key, "run", "its transcript log is gone")
-        _, length = layout2_log(rec, key=key)
-        messages = [m for row in rows if row[5] is not None for m in row[5].split("\n")]
         return decode_run(
             rec,
             key=key,
             run_id=run_id,
             resumed_by=resumed_by,
-            transcript=messages[:length],
+            transcript=[row[5] for row in rows if row[5] is not None],
             status=status,
             log_name=name,
         )
