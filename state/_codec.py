@@ -190,7 +190,7 @@ def _messages(chunks: Sequence[Raw], length: int, *, key: str, log: object) -> l
         for chunk in chunks
     )
     try:
-        messages = pydantic_core.from_json(b"[" + joined + b"]")
+        messages: list[Any] = pydantic_core.from_json(b"[" + joined + b"]")
     except ValueError as exc:
         raise CorruptRecordError(key, "run", _reason(exc)) from exc
     if len(messages) < length:
