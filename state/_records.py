@@ -73,7 +73,8 @@ class RunRecord:
     output: Any = None
     error: str | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
-    """Chat Completions messages: system, user, assistant (with tool_calls) and tool results."""
+    """Chat Completions messages: system, user, assistant (with tool_calls) and tool results.
+    In layout 2 the store keeps them in the conversation's transcript log, not in the record."""
     pending_calls: list[PendingCall] = field(default_factory=list)
     interactions: list[PendingInteraction] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
