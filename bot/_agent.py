@@ -43,6 +43,10 @@ STOPPED = "the run was stopped"
 ID_SCHEME = 2
 """How new runs derive interaction ids (see `RunRecord.id_scheme`)."""
 
+LAYOUT = 2
+"""How new runs store their transcript (see `RunRecord.layout`): appended to the conversation's
+transcript log, each message once."""
+
 # Caller-chosen run ids become store keys and appear in logs and Slack payloads.
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 
@@ -358,6 +362,8 @@ class AgentRun:
             t0=_now_ms(),
             root_id=self.run_id,
             id_scheme=ID_SCHEME,
+            layout=LAYOUT,
+            transcript_id=self.run_id,
         )
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
@@ -365,6 +371,10 @@ class AgentRun:
         return run
 
     def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:
+        # The child appends to its parent's transcript log after the parent's last message; a
+        # parent that kept its transcript inline (saved before layout 2, or a fallback) is
+        # copied once into a log named by the child.
+        appended = parent.layout == LAYOUT and parent.transcript_id is not None
         return RunRecord(
             run_id=self.run_id,
             parent_id=parent.run_id,
@@ -376,6 +386,9 @@ class AgentRun:
             root_id=parent.root_id or parent.run_id,
             id_scheme=id_scheme,
             transcript=list(parent.transcript),
+            layout=LAYOUT,
+            transcript_id=parent.transcript_id if appended else self.run_id,
+            base=len(parent.transcript) if appended else 0,
         )
 
     def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> _Begin:

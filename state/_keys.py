@@ -101,6 +101,22 @@ class RedisKeys:
         """Hash: `rec` (the run's JSON), `status`, and `resumed_by` once claimed."""
         return f"{self.namespace}run:{run_id}"
 
+    @property
+    def transcripts(self) -> str:
+        """Hash of every transcript log (layout 2), one key so that a script may read the log a
+        record names without being given its key. Fields: `log:<name>` -> the log's number `n`
+        (counted by `next`), `@<n>` -> its name, `#<n>` -> how many messages it holds, and
+        `<n>:<pos>` -> the messages one save appended at `pos`, joined by newlines (compact
+        JSON holds none). Positions are only ever added, never rewritten."""
+        return f"{self.namespace}transcripts"
+
+    @property
+    def transcripts_keep(self) -> str:
+        """Sorted set of log numbers scored by when the log may go (`RUN_TTL` after the last
+        save of a run in it, so after every run that uses it): a hash field has no TTL of its
+        own here, so each save deletes a few logs found past it."""
+        return f"{self.namespace}transcripts-keep"
+
     def interaction(self, interaction_id: str) -> str:
         """Hash: `rec` (the JSON as added), `run_id`, `status`, `expires_at` and the fields set
         later."""

@@ -23,10 +23,17 @@ class RunStore(Protocol):
     """Runs of the agent runtime: saved when they pause and when they end."""
 
     async def save_run(self, run: RunRecord) -> None:
-        """Insert or replace the run (one round trip)."""
+        """Insert or replace the run (one round trip).
+
+        A layout-2 run's messages after its `base` are appended to its transcript log in the
+        same atomic step, only those the log does not hold yet. When the log holds other
+        messages there, nothing is written and the run is saved as layout 1 (a second round
+        trip), which `run` then says (`layout`, `transcript_id`, `base`).
+        """
 
     async def load_run(self, run_id: str) -> RunRecord | None:
-        """One read; None when there is no such run."""
+        """One read, with the run's transcript (from its log for layout 2); None when there is
+        no such run."""
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         """Atomically mark a paused, unclaimed run as resumed by `child_id` (one round trip).

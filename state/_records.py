@@ -73,7 +73,8 @@ class RunRecord:
     output: Any = None
     error: str | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
-    """Chat Completions messages: system, user, assistant (with tool_calls) and tool results."""
+    """Chat Completions messages: system, user, assistant (with tool_calls) and tool results.
+    In layout 2 the store keeps them in the conversation's transcript log, not in the record."""
     pending_calls: list[PendingCall] = field(default_factory=list)
     interactions: list[PendingInteraction] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
@@ -94,6 +95,22 @@ class RunRecord:
     results: dict[str, str] = field(default_factory=dict)
     """Journal of a `running` run: results of `pending_calls` by tool call id, saved as each
     call returned, so a continued run never runs them again."""
+    layout: int = 1
+    """How the store keeps `transcript`. 1 (every record written before layout 2 existed, and
+    the fallback below): the whole transcript inside the record. 2: the messages live once in
+    the conversation's append-only transcript log `transcript_id`; the record holds where its
+    transcript ends there, and a save appends only the messages after `base`. A layout-2 save
+    that finds other messages where its own should be (two runs continued from one parent) is
+    stored as layout 1 instead, so no transcript is ever changed under a run that uses it."""
+    transcript_id: str | None = None
+    """Layout 2: the transcript log the run's messages are appended to (the conversation's
+    root, or the run's own id when its parent kept its transcript inline)."""
+    base: int = 0
+    """Layout 2: how many messages of `transcript` the log held before this run (its parent's
+    transcript); the run's own messages are `transcript[base:]`."""
+    transcript_read: bool = True
+    """False on the run `claim_run` returns for layout 2: its transcript was not read (that is
+    `load_run`'s job), so it must not be saved. Never stored."""
 
 
 @dataclass(kw_only=True)
@@ -102,7 +119,10 @@ class RunClaim:
 
     won: bool
     run: RunRecord | None
-    """The run as stored (after the claim when won); None when no such run exists."""
+    """The run as stored (after the claim when won); None when no such run exists. A layout-2
+    run comes without its transcript (`transcript_read` False; `transcript_id`, `root_id` when it
+    is the log, and `input`/`output` when kept as its messages' text, may be unset): a claim
+    decides who resumes, and the resume has read the run with `load_run` already."""
 
 
 @dataclass(kw_only=True)

@@ -30,7 +30,10 @@ from ._codec import (
     encode_audit,
     encode_interaction,
     encode_run,
+    inline,
+    is_layout2,
     lease_millis,
+    own_messages,
     text,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
@@ -88,6 +91,118 @@ if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'resumed_by', ARGV[3]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
+
+# Transcript logs live in one hash (`RedisKeys.transcripts`): a script reads the log a record
+# names through field names it builds, never through a key it was not given. Chunks are the
+# messages one save appended, joined by newlines; they sit end to end from position 0.
+_CHUNKS = r"""
+local function split(chunk)
+  local out, at = {}, 1
+  while true do
+    local nl = string.find(chunk, '\n', at, true)
+    if not nl then out[#out + 1] = string.sub(chunk, at); return out end
+    out[#out + 1] = string.sub(chunk, at, nl - 1)
+    at = nl + 1
+  end
+end
+local function count(chunk)
+  local n, at = 1, string.find(chunk, '\n', 1, true)
+  while at do n, at = n + 1, string.find(chunk, '\n', at + 1, true) end
+  return n
+end
+local function chunk_at(tx, id, pos)
+  return redis.call('HGET', tx, string.format('%s:%d', id, pos))
+end
+"""
+
+# KEYS: the run, transcripts, transcripts-keep; ARGV: the log's name, the record's JSON (its log
+# number a placeholder 0), status, resumed_by, TTL, base, then the run's own messages.
+# The messages the log already holds from `base` on must be these very ones (an earlier save of
+# this run: the journal, a retry), and only the rest is appended; any other message there (a
+# second run continued from the same parent) refuses the save (0) and writes nothing, so a log
+# position, once written, never changes under a run that uses it. A few logs whose every run has
+# expired are deleted on the way (hash fields have no TTL of their own on Redis 7.0).
+_SAVE_APPENDED = (
+    _CHUNKS
+    + r"""
+local tx, keep = KEYS[2], KEYS[3]
+local name_field = string.format('log:%s', ARGV[1])
+local id = redis.call('HGET', tx, name_field)
+local len = 0
+if id then len = tonumber(redis.call('HGET', tx, string.format('#%s', id)) or '0') end
+local base, own = tonumber(ARGV[6]), #ARGV - 6
+if len < base then return 0 end
+local have = math.min(len - base, own)
+local pos, done = base, 0
+while done < have do
+  local chunk = chunk_at(tx, id, pos)
+  if not chunk then return 0 end
+  local messages = split(chunk)
+  for i = 1, #messages do
+    if done == have then break end
+    done = done + 1
+    if messages[i] ~= ARGV[6 + done] then return 0 end
+  end
+  pos = pos + #messages
+end
+if not id then
+  id = tostring(redis.call('HINCRBY', tx, 'next', 1))
+  redis.call('HSET', tx, name_field, id, string.format('@%s', id), ARGV[1])
+end
+if have < own then
+  redis.call('HSET', tx, string.format('%s:%d', id, len), table.concat(ARGV, '\n', 7 + have),
+             string.format('#%s', id), len + own - have)
+end
+local now = tonumber(redis.call('TIME')[1])
+redis.call('ZADD', keep, now + tonumber(ARGV[5]), id)
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', keep, '-inf', now, 'LIMIT', 0, 2)) do
+  local at = 0
+  while true do
+    local chunk = chunk_at(tx, dead, at)
+    if not chunk then break end
+    redis.call('HDEL', tx, string.format('%s:%d', dead, at))
+    at = at + count(chunk)
+  end
+  local dead_name = redis.call('HGET', tx, string.format('@%s', dead))
+  if dead_name then redis.call('HDEL', tx, string.format('log:%s', dead_name)) end
+  redis.call('HDEL', tx, string.format('#%s', dead), string.format('@%s', dead))
+  redis.call('ZREM', keep, dead)
+end
+local rec = string.format('{"layout":2,"log":%s,%s', id, string.sub(ARGV[2], 21))
+redis.call('HSET', KEYS[1], 'rec', rec, 'status', ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[1], 'resumed_by', ARGV[4]) end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+)
+
+# KEYS: the run, transcripts. A layout-2 record comes back with the name of its log and the
+# chunks of the log up to its `length`, joined by newlines (cjson only reads the small layout-2
+# record, never re-encodes it).
+_LOAD_RUN = (
+    _CHUNKS
+    + r"""
+local v = redis.call('HMGET', KEYS[1], 'rec', 'resumed_by')
+if not v[1] then return {} end
+if string.sub(v[1], 1, 12) ~= '{"layout":2,' then return {v[1], v[2]} end
+local ok, rec = pcall(cjson.decode, v[1])
+if not ok or type(rec) ~= 'table' or type(rec.log) ~= 'number'
+   or type(rec.length) ~= 'number' then
+  return {v[1], v[2]}
+end
+local id = string.format('%d', rec.log)
+local chunks, pos = {}, 0
+while pos < rec.length do
+  local chunk = chunk_at(KEYS[2], id, pos)
+  if not chunk then break end
+  chunks[#chunks + 1] = chunk
+  pos = pos + count(chunk)
+end
+-- One string rather than a reply per chunk: the client splits it as it would the chunks.
+return {v[1], v[2], redis.call('HGET', KEYS[2], string.format('@%s', id)),
+        table.concat(chunks, '\n')}
+"""
+)
 
 # Won again by the child that holds the claim: a retried work item resumes with the same derived
 # child id and must carry on with what it started. Any other child loses.
@@ -242,6 +357,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+_LOG_PLACEHOLDER = b'{"layout":2,"log":0,'
+"""How `encode_run(run, log=0)` starts; the save script puts the log's number in place of 0."""
+
 _SETTLED_BATCH = 100
 """Runs of the settled index read per batch (three round trips, a fourth to drop stale ones)."""
 
@@ -277,6 +395,8 @@ class RedisStore(RedisInbox):
         self._gate = gate
         # register_script hashes once; the server learns each script on its first EVALSHA miss.
         self._save_run = client.register_script(_SAVE_RUN)
+        self._save_appended = client.register_script(_SAVE_APPENDED)
+        self._load_run = client.register_script(_LOAD_RUN)
         self._claim_run = client.register_script(_CLAIM_RUN)
         self._add = client.register_script(_ADD_INTERACTIONS)
         self._set_message = client.register_script(_SET_MESSAGE)
@@ -390,7 +510,38 @@ class RedisStore(RedisInbox):
     # Runs
 
     async def save_run(self, run: RunRecord) -> None:
-        """Insert or replace the run; a `resumed_by` already stored is kept (claims are final)."""
+        """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
+
+        Layout 2 appends the run's new messages to its transcript log in the same script. When
+        the log holds other messages where this run's belong, the run is saved as layout 1 (its
+        transcript inline) instead, and `run` says so from then on.
+        """
+        if run.layout == 2:
+            rec = encode_run(run, log=0)
+            if not rec.startswith(_LOG_PLACEHOLDER):
+                raise AssertionError("a layout-2 record must start with its log number")
+            saved = await self._send(
+                self._save_appended(
+                    keys=[
+                        self._keys.run(run.run_id),
+                        self._keys.transcripts,
+                        self._keys.transcripts_keep,
+                    ],
+                    args=[
+                        run.transcript_id or "",
+                        rec,
+                        run.status,
+                        run.resumed_by or "",
+                        RUN_TTL,
+                        run.base,
+                        *own_messages(run),
+                    ],
+                    client=self._live(),
+                )
+            )
+            if saved:
+                return
+            inline(run)
         await self._send(
             self._save_run(
                 keys=[self._keys.run(run.run_id)],
@@ -400,11 +551,26 @@ class RedisStore(RedisInbox):
         )
 
     async def load_run(self, run_id: str) -> RunRecord | None:
+        """One round trip: the record and, for layout 2, its transcript from the log."""
         key = self._keys.run(run_id)
-        rec, resumed_by = await self._send(self._live().hmget(key, ["rec", "resumed_by"]))
-        if rec is None:
+        reply = await self._send(
+            self._load_run(keys=[key, self._keys.transcripts], args=[], client=self._live())
+        )
+        if not reply:
             return None
-        return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
+        rec, resumed_by = reply[0], reply[1]
+        if not is_layout2(rec):
+            return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
+        if len(reply) < 4 or reply[2] is None:
+            raise CorruptRecordError(key, "run", "it names no readable transcript log")
+        return decode_run(
+            rec,
+            key=key,
+            run_id=run_id,
+            resumed_by=resumed_by,
+            transcript=[reply[3]] if reply[3] else [],
+            log_name=text(reply[2]),
+        )
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:

@@ -29,9 +29,12 @@ from ._codec import (
     encode_audit,
     encode_interaction,
     encode_run,
+    inline,
+    is_layout2,
     lease_millis,
+    own_messages,
 )
-from ._errors import StoreClosedError, StoreError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError
 from ._keys import (
     AUDIT_CAP,
     DELIVERY_TTL,
@@ -70,6 +73,20 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_keep_until ON runs (keep_until);
 CREATE INDEX IF NOT EXISTS runs_unclaimed
     ON runs (run_id) WHERE status = 'paused' AND resumed_by IS NULL;
+
+CREATE TABLE IF NOT EXISTS transcript_logs (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS transcript_logs_keep_until ON transcript_logs (keep_until);
+
+CREATE TABLE IF NOT EXISTS transcripts (
+    log INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    messages TEXT NOT NULL,
+    PRIMARY KEY (log, pos)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS interactions (
     interaction_id TEXT PRIMARY KEY,
@@ -130,6 +147,7 @@ CREATE TABLE IF NOT EXISTS audit (
 
 _PRUNED = (
     "runs",
+    "transcript_logs",
     "interactions",
     "run_interactions",
     "threads",
@@ -137,6 +155,52 @@ _PRUNED = (
     "deliveries",
     "inbox_seen",
 )
+
+# A layout-2 record names its log by row id; its messages are the chunks of that log before its
+# `length`, each chunk the messages one save appended, joined by newlines (compact JSON has none).
+_LOAD_RUN = """
+WITH r AS (
+    SELECT rec, resumed_by, status,
+        CASE WHEN substr(rec, 1, 12) = '{"layout":2,' AND json_valid(rec)
+            THEN json_extract(rec, '$.log') END AS log,
+        CASE WHEN substr(rec, 1, 12) = '{"layout":2,' AND json_valid(rec)
+            THEN json_extract(rec, '$.length') END AS length
+    FROM runs WHERE run_id = ?
+)
+SELECT r.rec, r.resumed_by, r.status, l.name, c.pos, c.messages
+FROM r
+LEFT JOIN transcript_logs AS l ON l.id = r.log
+LEFT JOIN transcripts AS c ON c.log = l.id AND c.pos < r.length
+ORDER BY c.pos
+"""
+
+_CLAIMED_RUN = """
+SELECT r.rec, r.resumed_by, r.status, l.name FROM runs AS r
+LEFT JOIN transcript_logs AS l ON l.id = CASE
+    WHEN substr(r.rec, 1, 12) = '{"layout":2,' AND json_valid(r.rec)
+    THEN json_extract(r.rec, '$.log') END
+WHERE r.run_id = ?
+"""
+
+_UPSERT_RUN = """
+INSERT INTO runs (run_id, status, resumed_by, rec, keep_until) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, rec = excluded.rec,
+    keep_until = excluded.keep_until, resumed_by = coalesce(runs.resumed_by, excluded.resumed_by)
+"""
+
+_UPSERT_LOG = """
+INSERT INTO transcript_logs (name, keep_until) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET keep_until = max(keep_until, excluded.keep_until)
+RETURNING id
+"""
+
+# The chunk holding position `base` (or the last one before it) and every chunk after it.
+_LOG_TAIL = """
+SELECT pos, messages FROM transcripts
+WHERE log = ? AND pos >= coalesce(
+    (SELECT max(pos) FROM transcripts WHERE log = ? AND pos <= ?), 0)
+ORDER BY pos
+"""
 
 _IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
 _SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
@@ -219,6 +283,36 @@ def _decode_ix(row: tuple[Any, ...]) -> InteractionRecord:
     )
 
 
+def _save_appended(
+    conn: sqlite3.Connection, run: RunRecord, messages: list[str], keep_until: float
+) -> bool:
+    """Append the run's new messages to its log and write its record; False (nothing written)
+    when the log holds other messages where the run's own belong."""
+    assert run.transcript_id is not None
+    (log,) = conn.execute(_UPSERT_LOG, (run.transcript_id, keep_until)).fetchone()
+    stored: list[str] = []
+    start = length = 0
+    for pos, chunk in conn.execute(_LOG_TAIL, (log, log, run.base)).fetchall():
+        if not stored:
+            start = pos
+        stored += chunk.split("\n")
+    length = start + len(stored)
+    if length < run.base:
+        return False
+    have = min(length - run.base, len(messages))
+    offset = run.base - start
+    if stored[offset : offset + have] != messages[:have]:
+        return False
+    if have < len(messages):
+        conn.execute(
+            "INSERT INTO transcripts (log, pos, messages) VALUES (?, ?, ?)",
+            (log, length, "\n".join(messages[have:])),
+        )
+    rec = encode_run(run, log=log, status=False).decode()
+    conn.execute(_UPSERT_RUN, (run.run_id, run.status, run.resumed_by, rec, keep_until))
+    return True
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode, waiting as long as any write would for a busy file.
 
@@ -293,8 +387,15 @@ class SQLiteStore(SQLiteInbox):
         _transaction(
             conn,
             lambda: [
-                conn.execute(f"DELETE FROM {table} WHERE keep_until < ?", (now,))
-                for table in _PRUNED
+                conn.execute(
+                    "DELETE FROM transcripts WHERE log IN"
+                    " (SELECT id FROM transcript_logs WHERE keep_until < ?)",
+                    (now,),
+                ),
+                *(
+                    conn.execute(f"DELETE FROM {table} WHERE keep_until < ?", (now,))
+                    for table in _PRUNED
+                ),
             ],
         )
 
@@ -342,60 +443,74 @@ class SQLiteStore(SQLiteInbox):
     # Runs
 
     async def save_run(self, run: RunRecord) -> None:
-        """Insert or replace the run; a `resumed_by` already stored is kept (claims are final)."""
-        params = (
-            run.run_id,
-            run.status,
-            run.resumed_by or None,
-            encode_run(run).decode(),
-            time.time() + RUN_TTL,
-        )
-        await self._call(
-            lambda conn: conn.execute(
-                "INSERT INTO runs (run_id, status, resumed_by, rec, keep_until)"
-                " VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
-                " rec = excluded.rec, keep_until = excluded.keep_until,"
-                " resumed_by = coalesce(runs.resumed_by, excluded.resumed_by)",
-                params,
-            )
-        )
+        """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
+
+        Layout 2 appends the run's new messages to its transcript log in the same transaction.
+        When the log holds other messages where this run's belong, the run is saved as layout 1
+        (its transcript inline) instead, and `run` says so from then on.
+        """
+        # Whole seconds: a retention needs no more, and the row is smaller.
+        keep_until = int(time.time()) + RUN_TTL
+        if run.layout == 2:
+            messages = [m.decode() for m in own_messages(run)]
+            encode_run(run)  # refuses a run it cannot store before anything is written
+            if await self._call(
+                lambda conn: _transaction(
+                    conn, partial(_save_appended, conn, run, messages, keep_until)
+                )
+            ):
+                return
+            inline(run)
+        params = (run.run_id, run.status, run.resumed_by, encode_run(run).decode(), keep_until)
+        await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
 
     async def load_run(self, run_id: str) -> RunRecord | None:
-        row = await self._call(
-            lambda conn: conn.execute(
-                "SELECT rec, resumed_by FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        )
-        if row is None:
+        """One query: the record and, for layout 2, its transcript from the log."""
+        rows = await self._call(lambda conn: conn.execute(_LOAD_RUN, (run_id,)).fetchall())
+        if not rows:
             return None
-        return decode_run(row[0], key=f"runs/{run_id}", run_id=run_id, resumed_by=row[1])
+        rec, resumed_by, status, name = rows[0][:4]
+        key = f"runs/{run_id}"
+        if not is_layout2(rec):
+            return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
+        if name is None:
+            raise CorruptRecordError(key, "run", "its transcript log is gone")
+        return decode_run(
+            rec,
+            key=key,
+            run_id=run_id,
+            resumed_by=resumed_by,
+            transcript=[row[5] for row in rows if row[5] is not None],
+            status=status,
+            log_name=name,
+        )
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:
             raise ValueError("`child_id` must be a non-empty run id")
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
-            # fetchall() steps the UPDATE to completion, which commits it and frees the lock.
             # Won again by the child that holds it: a retried work item resumes with the same
             # derived child id and must carry on with what it started.
-            rows = conn.execute(
+            won = conn.execute(
                 "UPDATE runs SET resumed_by = ?"
                 " WHERE run_id = ? AND status = 'paused'"
-                " AND (resumed_by IS NULL OR resumed_by = ?)"
-                " RETURNING rec, resumed_by",
+                " AND (resumed_by IS NULL OR resumed_by = ?)",
                 (child_id, run_id, child_id),
-            ).fetchall()
-            if rows:
-                return True, rows[0]
-            return False, conn.execute(
-                "SELECT rec, resumed_by FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
+            ).rowcount
+            return won == 1, conn.execute(_CLAIMED_RUN, (run_id,)).fetchone()
 
         won, row = await self._call(claim)
         if row is None:
             return RunClaim(won=False, run=None)
-        run = decode_run(row[0], key=f"runs/{run_id}", run_id=run_id, resumed_by=row[1])
+        run = decode_run(
+            row[0],
+            key=f"runs/{run_id}",
+            run_id=run_id,
+            resumed_by=row[1],
+            status=row[2],
+            log_name=row[3],
+        )
         return RunClaim(won=won, run=run)
 
     # Interactions

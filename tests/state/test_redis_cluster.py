@@ -32,6 +32,8 @@ def _every_key(keys: RedisKeys) -> list[str]:
         keys.inbox,
         keys.inbox_seen("Ev1"),
         keys.audit,
+        keys.transcripts,
+        keys.transcripts_keep,
     ]
 
 

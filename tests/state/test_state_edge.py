@@ -694,10 +694,15 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 17
+    assert len(scripts) == 19
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
+    appended = make_run(
+        "run-3", layout=2, transcript_id="run-3", transcript=[{"role": "user", "content": "hi"}]
+    )
+    await any_redis_store.save_run(appended)
+    assert await any_redis_store.load_run("run-3") == appended
     await any_redis_store.save_run(make_run("run-2"))
     await any_redis_store.add_interactions(
         [make_interaction("ix-1"), make_interaction("ix-2", expires_at=1.0)]

@@ -48,6 +48,10 @@ Operation = Callable[[RedisStore], Awaitable[object]]
 OPERATIONS: dict[str, Operation] = {
     "save_run": lambda s: s.save_run(make_run()),
     "load_run": lambda s: s.load_run("run-1"),
+    "save_run layout 2": lambda s: s.save_run(
+        make_run("run-2", layout=2, transcript_id="run-2", transcript=[{"role": "user"}])
+    ),
+    "load_run layout 2": lambda s: s.load_run("run-2"),
     "claim_run": lambda s: s.claim_run("run-1", child_id="child"),
     "add_interactions": lambda s: s.add_interactions(
         [make_interaction("ix-1"), make_interaction("ix-2")]
@@ -84,6 +88,9 @@ async def test_every_call_is_one_round_trip_or_two_through_an_index(
     counted: RedisStore, name: str
 ) -> None:
     await counted.save_run(make_run())
+    await counted.save_run(
+        make_run("run-2", layout=2, transcript_id="run-2", transcript=[{"role": "user"}])
+    )
     await counted.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
     operation = OPERATIONS[name]
     await operation(counted)  # the server learns the script on its first use
@@ -155,6 +162,9 @@ async def test_all_keys_live_under_the_prefix(counted: RedisStore, raw: aioredis
     keys = RedisKeys(counted.prefix)
     expected = {
         keys.run("run-1"),
+        keys.run("run-2"),
+        keys.transcripts,
+        keys.transcripts_keep,
         keys.interaction("ix-1"),
         keys.interaction("ix-2"),
         keys.run_interactions("run-1"),

@@ -70,7 +70,8 @@ CONTENDERS = ("sqlite", "sqlite-full", "redis", "sqlite-web", "redis-web")
 done by a second bot with `role="worker"` in the same process after each batch, untimed."""
 
 PERSISTS = {
-    "sqlite": "run records (transcript JSON) in an SQLite file, WAL, synchronous=NORMAL",
+    "sqlite": "run records, transcripts appended once per thread, in an SQLite file, WAL, "
+    "synchronous=NORMAL",
     "sqlite-full": "the same, with synchronous=FULL (not a setting of the store)",
     "redis": "run records as Redis hashes (this server: no AOF, no RDB snapshots)",
 }
