@@ -23,6 +23,7 @@ from ._records import (
     RunClaim,
     RunRecord,
     RunStatus,
+    ThreadStop,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
@@ -52,6 +53,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreURLError",
+    "ThreadStop",
     "WorkItem",
     "open_store",
     "store_from_url",
