@@ -21,9 +21,10 @@ from ._changes import Change, ChangeKind
 from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
 from ._payloads import block_actions, event_callback, message_events, view_submission
 from ._webapi import WebApi
-from ._workspace_model import ApiCall, Ephemeral, Message, OpenedView, Workspace
+from ._workspace_model import AgentSession, ApiCall, Ephemeral, Message, OpenedView, Workspace
 
 __all__ = [
+    "AgentSession",
     "ApiCall",
     "BotResponse",
     "Change",
@@ -95,6 +96,28 @@ class LocalSlack(Workspace):
     @bot_url.setter
     def bot_url(self, url: str | None) -> None:
         self.bot_urls = [url] if url else []
+
+    async def press_stop(
+        self, user: str, channel: str, thread_ts: str, *, to: Target | None = None
+    ) -> BotResponse:
+        """A person presses the stop button of the thread's agent session: Slack stops the app's
+        streams in the thread and sends `agent_session_stopped` (the session's status is the
+        app's to change)."""
+        stopped = []
+        for message in self.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                stopped.append(message.ts)
+                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": self.new_ts(),
+        }
+        return await self.send_event(event, to=to)
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
         """Answer the next call to `method` with `status` and a `Retry-After` header."""
