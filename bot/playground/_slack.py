@@ -41,7 +41,9 @@ class LocalSlack(Workspace):
     """An in-memory Slack workspace serving the Web API and playing its people.
 
     Use it as an async context manager; it listens on `host:port` (port 0 picks a free one) and
-    exposes `api_url` (the `SLACK_API_URL` for the bot). Set `bot_url` to the bot's
+    exposes `api_url` (the `SLACK_API_URL` for the bot). With `agent_view` the app is declared
+    as an agent and may use the agent methods; without (the default, as for an app installed
+    from a manifest without `features.agent_view`) Slack refuses them with `not_authorized`. Set `bot_url` to the bot's
     `/slack/events` URL before driving it, or `bot_urls` to several bot processes' URLs: each
     delivery then goes where its `to` says, by default (`route`) to the next one in turn.
     """
@@ -61,6 +63,7 @@ class LocalSlack(Workspace):
         bot_id: str = "B0HANDBACK",
         app_token: str = "xapp-local-token",
         with_demo_people: bool = True,
+        agent_view: bool = False,
     ) -> None:
         super().__init__(
             team_id=team_id,
@@ -72,6 +75,8 @@ class LocalSlack(Workspace):
             with_demo_people=with_demo_people,
         )
         self.signing_secret = signing_secret
+        if not agent_view:
+            self.agent_refusal = "not_authorized"
         self.bot_urls: list[str] = [*([bot_url] if bot_url else []), *bot_urls]
         """The bot endpoints (`/slack/events` URLs) deliveries go to over HTTP."""
         self.route: Target = "next"

@@ -187,6 +187,7 @@ async def test_closed_local_slack_cannot_restart() -> None:
 
 
 async def test_agent_session_and_stream_methods(slack: LocalSlack) -> None:
+    slack.agent_refusal = None  # declared as an agent
     client = _client(slack)
     asked = await slack.post_user_message(ALICE, CHANNEL, "deploy", deliver=False)
     await client.agents_sessions_setStatus(
