@@ -340,7 +340,7 @@ class Conversations:
         open as stopped, ends its run with `Cancel`, and takes the session out of `processing`.
         """
         reason = f"stopped by {mention(user)}"
-        closed: list[str] = []
+        closed: list[InteractionRecord] = []
         async with self._turn(thread):
             run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
             await self.store.audit(
@@ -359,12 +359,18 @@ class Conversations:
         if run_id is not None and closed:
             await self.resume(
                 run_id=run_id,
-                answers={interaction_id: Cancel(reason) for interaction_id in closed},
-                thread=thread,
+                answers={record.interaction_id: Cancel(reason) for record in closed},
+                thread=Thread(
+                    channel=thread.channel,
+                    thread_ts=thread.thread_ts,
+                    requester=closed[0].requester,
+                ),
                 child_id=derived_run_id(run_id, "stop"),
             )
 
-    async def _close_for_stop(self, run_id: str, *, user: str, reason: str) -> list[str]:
+    async def _close_for_stop(
+        self, run_id: str, *, user: str, reason: str
+    ) -> list[InteractionRecord]:
         closed = []
         for record in await self.store.run_interactions(run_id):
             if record.status != "pending":
@@ -374,7 +380,7 @@ class Conversations:
             )
             if not claim.won or claim.record is None:
                 continue
-            closed.append(record.interaction_id)
+            closed.append(claim.record)
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
