@@ -44,8 +44,9 @@ class LocalSlack(Workspace):
     exposes `api_url` (the `SLACK_API_URL` for the bot). With `agent_view` the app is declared
     as an agent and may use the agent methods; without (the default, as for an app installed
     from a manifest without `features.agent_view`) Slack refuses them with `not_authorized`.
-    Set `bot_url` to the bot's `/slack/events` URL before driving it, or `bot_urls` to several bot processes' URLs: each
-    delivery then goes where its `to` says, by default (`route`) to the next one in turn.
+    Set `bot_url` to the bot's `/slack/events` URL before driving it, or `bot_urls` to several
+    bot processes' URLs: each delivery then goes where its `to` says, by default (`route`) to
+    the next one in turn.
     """
 
     def __init__(
