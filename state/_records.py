@@ -160,3 +160,5 @@ class ThreadStop:
     user: str
     at: float
     """Unix seconds, by the clock of the process that received the stop."""
+    event_id: str = ""
+    """Slack's id of the event: two stops are two marks even within one clock tick."""

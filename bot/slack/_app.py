@@ -386,7 +386,8 @@ class SlackBot:
         stopped = session_stopped(body)
         if stopped is None:
             return None
-        mark = ThreadStop(user=stopped.user, at=self.clock())
+        event_id = str(body.get("event_id") or "")
+        mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
         try:
             await asyncio.wait_for(
                 self.store.stop_thread(stopped.channel, stopped.thread_ts, mark),
@@ -396,8 +397,7 @@ class SlackBot:
             log.warning("could not record a stop: %s", str(error) or "timed out")
             return BoltResponse(status=503, body="not recorded; please retry")
         item = {"channel": stopped.channel, "thread_ts": stopped.thread_ts, "user": stopped.user}
-        event_id = body.get("event_id")
-        if not await self._record("stop", item, dedupe=str(event_id) if event_id else None):
+        if not await self._record("stop", item, dedupe=event_id or None):
             return BoltResponse(status=503, body="not recorded; please retry")
         return None
 

@@ -156,6 +156,9 @@ class Conversations:
             recipient=thread.requester,
             run_id=run_id,
         )
+        # Read before the session shows `processing` (and with it the stop button), so a stop
+        # pressed for this turn can never be taken for an older one.
+        turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
         if await turn.begin(title=title, initiator=thread.requester if title else None):
             return turn
         # A refusal turned this process classic; any other failure still streams.
@@ -175,7 +178,6 @@ class Conversations:
         `run_id` comes from the work item, so a retry of the same message finds the run its
         first attempt started (and continues or replays it) instead of starting another.
         """
-        started = self.clock()
         turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
         if turn is None:
             await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
@@ -185,7 +187,7 @@ class Conversations:
                     if await self._stopped_before(thread, run_id, turn):
                         return
                     await turn.take_over()
-                await self._start(thread, text=text, run_id=run_id, turn=turn, started=started)
+                await self._start(thread, text=text, run_id=run_id, turn=turn)
         finally:
             if turn is None:
                 await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
@@ -197,7 +199,6 @@ class Conversations:
         text: str,
         run_id: str | None,
         turn: AgentTurn | None,
-        started: float,
     ) -> None:
         parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
@@ -205,7 +206,7 @@ class Conversations:
             parent_id = None
         try:
             run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id)
-            await self._drive_stoppable(run, thread, turn, started)
+            await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
@@ -235,7 +236,6 @@ class Conversations:
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
         """
-        started = self.clock()
         turn = await self._open_turn(thread, run_id=child_id, title=None)
         reacted = turn is None and bool(working_ts)
         if reacted and working_ts:
@@ -243,7 +243,7 @@ class Conversations:
         try:
             async with self._turn(thread):
                 run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
-                await self._drive_stoppable(run, thread, turn, started)
+                await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise
         except RunAlreadyResumed as error:
@@ -270,16 +270,14 @@ class Conversations:
 
     # --------------------------------------------------------------- stopping
 
-    async def _drive_stoppable(
-        self, run: AgentRun, thread: Thread, turn: AgentTurn | None, started: float
-    ) -> None:
-        """Drive the run; a stop pressed in the thread after `started` (in any process: the
+    async def _drive_stoppable(self, run: AgentRun, thread: Thread, turn: AgentTurn | None) -> None:
+        """Drive the run; a stop pressed in the thread once the turn began (in any process: the
         mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped."""
         if turn is None:
             await self._drive(run, thread, turn)  # Classic messages have no stop button.
             return
         driving = asyncio.create_task(self._drive(run, thread, turn))
-        watching = asyncio.create_task(self._watch_stop(thread, started, driving))
+        watching = asyncio.create_task(self._watch_stop(thread, turn.stop_before, driving))
         try:
             await driving
         except asyncio.CancelledError:
@@ -293,15 +291,17 @@ class Conversations:
             await asyncio.gather(watching, return_exceptions=True)
 
     async def _watch_stop(
-        self, thread: Thread, started: float, driving: asyncio.Task[None]
+        self, thread: Thread, before: ThreadStop | None, driving: asyncio.Task[None]
     ) -> ThreadStop:
+        """Cancel `driving` once the thread's stop mark is not the one it had when the turn
+        began (compared by value, not by time: processes' clocks differ)."""
         while True:
             await asyncio.sleep(STOP_POLL)
             try:
                 stop = await self.store.thread_stop(thread.channel, thread.thread_ts)
             except StoreError:
                 continue  # The run goes on; the next poll may see the stop.
-            if stop is not None and stop.at >= started:
+            if stop is not None and stop != before:
                 driving.cancel()
                 return stop
 

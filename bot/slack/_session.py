@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 
-from state import Store, StoreError
+from state import Store, StoreError, ThreadStop
 
 from ..events import InteractionEvent, ToolEvent
 from ._chat import Chat, SessionStatus, escape
@@ -85,6 +85,8 @@ class AgentTurn:
         """An earlier attempt of this turn delivered its reply already: show nothing again."""
         self.broken = False
         """The stream could not be started or went away: the reply is posted as a message."""
+        self.stop_before: ThreadStop | None = None
+        """The thread's stop mark when the turn began: only another one stops this turn."""
         self._pending: list[Chunk] = []
         self._pending_chars = 0
         self._sent_at = clock()

@@ -17,6 +17,7 @@ from blocks import ACTION_APPROVE, escape
 from bot import Agent, Tool
 from bot._model import ModelResponse
 from bot.playground._slack import ApiCall, LocalSlack
+from bot.slack._conversation import STOP_POLL
 
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory
@@ -262,11 +263,15 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         audit = await h.store.recent_audit()
         assert [(e.action, e.user) for e in audit if e.action == "stopped"] == [("stopped", BOB)]
 
-        # The thread goes on from the stopped run.
+        # The thread goes on from the stopped run, and the old stop does not stop the next turn.
         gate.started.clear()
+        gate.release.clear()
+        await slack.post_user_message(ALICE, CHANNEL, "restart api", thread_ts=asked.ts)
+        await asyncio.wait_for(gate.started.wait(), timeout=10)
+        await asyncio.sleep(3 * STOP_POLL)
         gate.release.set()
-        await h.reply(ALICE, asked.ts, "restart api", mention=True)
-        assert h.texts(asked.ts)[-1] == "Tool said: restarted api"
+        await h.bot.drain()
+        assert h.texts(asked.ts)[-2:] == [f"Stopped by <@{BOB}>.", "Tool said: restarted api"]
 
 
 async def test_stop_closes_the_open_card_and_cancels_its_run(
