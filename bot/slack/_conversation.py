@@ -21,7 +21,7 @@ from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreE
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
-from ..events import DeltaEvent, InteractionEvent, OutputEvent, ToolEvent
+from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
@@ -144,8 +144,12 @@ class Conversations:
     async def _open_turn(
         self, thread: Thread, *, run_id: str | None, title: str | None
     ) -> AgentTurn | None:
-        """The turn's agent session, `processing`; None when this process shows classic
-        messages (by setting, or since Slack said the app is not an agent)."""
+        """The turn's agent session; None when this process shows classic messages (by
+        setting, or since Slack said the app is not an agent).
+
+        A new message's session is `processing` at once (`title` given); a resume's once its
+        run has claimed the paused one (its `StartEvent`), so a resume that loses the claim to
+        another never touches the status the winner shows."""
         if not self.chat.agent_view:
             return None
         turn = AgentTurn(
@@ -159,7 +163,7 @@ class Conversations:
         # Read before the session shows `processing` (and with it the stop button), so a stop
         # pressed for this turn can never be taken for an older one.
         turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
-        if await turn.begin(title=title, initiator=thread.requester if title else None):
+        if title is None or await turn.begin(title=title, initiator=thread.requester):
             return turn
         # A refusal turned this process classic; any other failure still streams.
         return turn if self.chat.agent_view else None
@@ -248,8 +252,6 @@ class Conversations:
             raise
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
-            if turn is not None:
-                await turn.finish("active")
         except InvalidResumeValue as error:
             # Left paused, the run would wait for an answer that is already spent, and be
             # retried (and refused) on every restart: end it instead.
@@ -404,6 +406,9 @@ class Conversations:
         async for event in run:
             if isinstance(event, OutputEvent):
                 output = event
+            elif isinstance(event, StartEvent):
+                if turn is not None and not turn.begun:
+                    await turn.begin()
             elif isinstance(event, InteractionEvent):
                 interactions.append(event)
                 if turn is not None:

@@ -85,6 +85,8 @@ class AgentTurn:
         """An earlier attempt of this turn delivered its reply already: show nothing again."""
         self.broken = False
         """The stream could not be started or went away: the reply is posted as a message."""
+        self.begun = False
+        """Whether the session was set `processing` for this turn."""
         self.stop_before: ThreadStop | None = None
         """The thread's stop mark when the turn began: only another one stops this turn."""
         self._pending: list[Chunk] = []
@@ -94,8 +96,9 @@ class AgentTurn:
 
     # ------------------------------------------------------------------ status
 
-    async def begin(self, *, title: str | None, initiator: str | None) -> bool:
+    async def begin(self, *, title: str | None = None, initiator: str | None = None) -> bool:
         """`processing`; False when Slack refused (the process then shows classic messages)."""
+        self.begun = True
         return await self.chat.set_status(
             self.channel, self.thread_ts, "processing", title=title, initiator=initiator
         )
