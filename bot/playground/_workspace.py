@@ -74,6 +74,8 @@ class PlaygroundSlack(LocalSlack):
                         {"name": name, "users": users} for name, users in message.reactions.items()
                     ],
                     "edited": message.edited,
+                    "chunks": message.chunks,
+                    "streaming": message.streaming,
                 }
             )
         for ephemeral in self.ephemerals_for(viewer):

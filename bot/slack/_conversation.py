@@ -241,9 +241,10 @@ class Conversations:
         (the store lets the same child win twice) and continues where the first attempt got.
         """
         turn = await self._open_turn(thread, run_id=child_id, title=None)
-        reacted = turn is None and bool(working_ts)
-        if reacted and working_ts:
+        if turn is None and working_ts:
             await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
+        elif turn is not None:
+            turn.working_ts = working_ts
         try:
             async with self._turn(thread):
                 run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
@@ -267,7 +268,7 @@ class Conversations:
         except Exception:
             await self._failed(thread, f"resuming run {run_id}", turn)
         finally:
-            if reacted and working_ts:
+            if working_ts and (turn is None or turn.reacted):
                 await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
 
     # --------------------------------------------------------------- stopping
@@ -408,7 +409,7 @@ class Conversations:
                 output = event
             elif isinstance(event, StartEvent):
                 if turn is not None and not turn.begun:
-                    await turn.begin()
+                    await self._begin_resumed(thread, turn)
             elif isinstance(event, InteractionEvent):
                 interactions.append(event)
                 if turn is not None:
@@ -438,6 +439,12 @@ class Conversations:
             await self._finish(thread, turn)
         if output.status.code == "error":
             log.error("run %s ended in error: %s", output.run_id, output.error)
+
+    async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
+        """`processing` for a resume whose run has claimed the paused one; when that first
+        agent call finds the app is not an agent, the classic reaction instead."""
+        if not await turn.begin() and not self.chat.agent_view and turn.working_ts:
+            turn.reacted = await self.chat.react(thread.channel, turn.working_ts, WORKING_REACTION)
 
     async def _finish(self, thread: Thread, turn: AgentTurn) -> None:
         """End the turn's stream `active`; what could not be streamed is posted."""

@@ -87,6 +87,10 @@ class AgentTurn:
         """The stream could not be started or went away: the reply is posted as a message."""
         self.begun = False
         """Whether the session was set `processing` for this turn."""
+        self.working_ts: str | None = None
+        """The message a classic turn marks with a reaction while it works (a resume's card)."""
+        self.reacted = False
+        """Whether this turn fell back to classic and marked `working_ts`."""
         self.stop_before: ThreadStop | None = None
         """The thread's stop mark when the turn began: only another one stops this turn."""
         self._pending: list[Chunk] = []
@@ -161,10 +165,7 @@ class AgentTurn:
         if event.kind == "approval":
             title = f"Waiting for approval: {_short(str(event.payload.get('tool', '')), _TITLE)}"
         else:
-            question = event.payload.get("question")
-            title = "Waiting for an answer"
-            if isinstance(question, str) and question:
-                title += f": {_short(question, _TITLE)}"
+            title = "Waiting for an answer"  # the card right after the stream asks the question
         await self._task(event.tool_call_id or event.interaction_id, title, "pending", None)
 
     async def _task(self, task_id: str, title: str, status: str, output: str | None) -> None:
