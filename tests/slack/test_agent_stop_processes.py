@@ -110,3 +110,46 @@ async def test_a_turn_retried_after_a_crash_streams_its_answer_once(
         assert [m.text for m in streamed] == ["Tool said: api runs 2.3"]
         assert not streamed[0].streaming
         assert marks.count("lookup") == 1
+
+
+async def test_a_stopped_turn_whose_process_died_is_not_carried_on(
+    store_url: str, marks: Marks
+) -> None:
+    """The process that stopped a turn dies before its work item is done; the process that
+    retries the item sees the stop mark and does not carry on with the stopped run (a run
+    handed on at shutdown, also `cancelled/interrupted`, would be continued)."""
+    async with (
+        HookedSlack(agent_view=True) as slack,
+        Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet,
+    ):
+        [first] = await fleet.start("all")
+
+        def die_when_stopped(call: ApiCall) -> None:
+            if (
+                call.method == "agents.sessions.setStatus"
+                and call.args.get("status") == "active"
+                and first.alive
+            ):
+                slack.hooks.remove(die_when_stopped)
+                os.kill(first.pid, signal.SIGKILL)
+                raise ConnectionResetError("the bot is gone")
+
+        slack.hooks.append(die_when_stopped)
+        asked = await slack.post_user_message(ALICE, CHANNEL, "slow api")
+        await poll(lambda: marks.count("slow") >= 1, timeout=20, what="slow started")
+        await slack.wait_for(lambda: _status(slack, asked.ts) == "processing", timeout=5)
+        await slack.press_stop(BOB, CHANNEL, asked.ts)
+        assert await fleet.first_to_exit() is first
+
+        [second] = await fleet.start("all")
+        await slack.wait_for(lambda: _status(slack, asked.ts) == "active", timeout=20)
+        marks.release()
+        await second.wait_idle()
+        texts = [m.text for m in slack.bot_messages(thread_ts=asked.ts)]
+        assert not [t for t in texts if "Tool said" in t], texts
+        assert marks.count("slow") == 1
+        async with open_store(store_url) as store:
+            run_id = await store.get_thread_run(CHANNEL, asked.ts)
+            assert run_id is not None
+            run = await store.load_run(run_id)
+            assert run is not None and (run.status, run.reason) == ("cancelled", "interrupted")
