@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from state import PendingCall, RunRecord, Store, StoreError, open_store
 
@@ -28,17 +28,20 @@ from ._schema import check_answer
 from ._step import APPROVAL_SCHEMA, Outcome, Step
 from ._suspend import Cancel
 from ._tool import Tool, as_tool
-from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent
+from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 
 __all__ = ["APPROVAL_SCHEMA", "Agent", "AgentRun"]
 
 log = logging.getLogger("handback.agent")
 
-Event = StartEvent | DeltaEvent | InteractionEvent | OutputEvent
+Event = StartEvent | DeltaEvent | ToolEvent | InteractionEvent | OutputEvent
 
 SUPERSEDED = "Superseded: the user did not answer and sent a new message instead."
 STOPPED = "the run was stopped"
 """The status message of a run ended `cancelled/interrupted`."""
+
+_FAILED_RESULTS = ("Error:", "Denied:", "Interrupted:", "Cancelled:", "Superseded:")
+"""How the runtime's results of calls that did not happen begin (`ToolEvent.status` `failed`)."""
 
 ID_SCHEME = 2
 """How new runs derive interaction ids (see `RunRecord.id_scheme`)."""
@@ -265,7 +268,13 @@ class AgentRun:
                     journal=journal,
                     durable=durable,
                 )
-                ended = await self._settle(store, run, await step.execute())
+                for call in _calls_to_run(run):
+                    yield self._tool_event(call, "running")
+                outcomes = await step.execute()
+                for outcome in outcomes:
+                    if outcome.result is not None:
+                        yield self._tool_event(outcome.call, "done", outcome.result)
+                ended = await self._settle(store, run, outcomes)
                 if ended is not None:
                     for event in ended:
                         yield event
@@ -298,6 +307,19 @@ class AgentRun:
                 for c in response.tool_calls
             ]
             durable = False  # these calls are in no record yet
+
+    def _tool_event(
+        self, call: PendingCall, status: Literal["running", "done"], result: str | None = None
+    ) -> ToolEvent:
+        failed = result is not None and result.startswith(_FAILED_RESULTS)
+        return ToolEvent(
+            run_id=self.run_id,
+            path=self.agent.name,
+            tool_call_id=call.tool_call_id,
+            name=call.name,
+            status="failed" if failed else status,
+            result=result,
+        )
 
     async def _settle(
         self, store: Store, run: RunRecord, outcomes: list[Outcome]
@@ -551,6 +573,21 @@ def _as_cancel(value: Any) -> Any:
     ):
         return Cancel(value.get("reason") or "cancelled")
     return value
+
+
+def _calls_to_run(run: RunRecord) -> list[PendingCall]:
+    """The calls the next step will try: neither journaled nor waiting for an unanswered
+    interaction."""
+    waiting = {i.tool_call_id: i.interaction_id for i in run.interactions}
+    calls = []
+    for call in run.pending_calls:
+        interaction_id = waiting.get(call.tool_call_id)
+        if call.tool_call_id in run.results or (
+            interaction_id is not None and interaction_id not in run.answers
+        ):
+            continue
+        calls.append(call)
+    return calls
 
 
 def _clear_step(run: RunRecord) -> None:

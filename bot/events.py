@@ -14,6 +14,7 @@ __all__ = [
     "OutputEvent",
     "RunStatus",
     "StartEvent",
+    "ToolEvent",
     "event_adapter",
 ]
 
@@ -34,6 +35,17 @@ class DeltaEvent(BaseEvent):
 
     type: Literal["DELTA"] = "DELTA"
     text: str
+
+
+class ToolEvent(BaseEvent):
+    """A tool call of the run starts (`running`) or has its result (`done`, or `failed` for a
+    result that says it did not happen: an error, a denial, an interruption, a cancellation)."""
+
+    type: Literal["TOOL"] = "TOOL"
+    tool_call_id: str
+    name: str
+    status: Literal["running", "done", "failed"]
+    result: str | None = None
 
 
 class InteractionEvent(BaseEvent):
@@ -77,7 +89,8 @@ class OutputEvent(BaseEvent):
 
 
 AnyEvent = Annotated[
-    StartEvent | DeltaEvent | InteractionEvent | OutputEvent, Field(discriminator="type")
+    StartEvent | DeltaEvent | ToolEvent | InteractionEvent | OutputEvent,
+    Field(discriminator="type"),
 ]
 event_adapter: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 """Parses any event back from JSON: `event_adapter.validate_json(event.model_dump_json())`."""

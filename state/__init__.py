@@ -24,6 +24,7 @@ from ._records import (
     RunClaim,
     RunRecord,
     RunStatus,
+    ThreadStop,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
@@ -54,6 +55,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreURLError",
+    "ThreadStop",
     "WorkItem",
     "check_schema",
     "open_store",

@@ -14,7 +14,7 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import CorruptRecordError
-from ._records import AuditEntry, InteractionRecord, RunRecord
+from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop
 
 __all__ = [
     "INTERACTION_OVERLAY",
@@ -23,10 +23,12 @@ __all__ = [
     "decode_audit",
     "decode_interaction",
     "decode_run",
+    "decode_stop",
     "encode_answer",
     "encode_audit",
     "encode_interaction",
     "encode_run",
+    "encode_stop",
     "inline",
     "is_layout2",
     "layout2_log",
@@ -38,6 +40,7 @@ __all__ = [
 _RUN = TypeAdapter(RunRecord)
 _INTERACTION = TypeAdapter(InteractionRecord)
 _AUDIT = TypeAdapter(AuditEntry)
+_STOP = TypeAdapter(ThreadStop)
 
 INTERACTION_OVERLAY = ("status", "answer", "answered_by", "answered_at", "channel", "message_ts")
 """Fields of an interaction that change after it is added. Both stores keep them beside the JSON
@@ -353,3 +356,11 @@ def encode_audit(entry: AuditEntry) -> bytes:
 
 def decode_audit(data: Raw, *, key: str) -> AuditEntry:
     return _validate(_AUDIT, data, key=key, kind="audit entry")
+
+
+def encode_stop(stop: ThreadStop) -> bytes:
+    return _STOP.dump_json(stop)
+
+
+def decode_stop(data: Raw, *, key: str) -> ThreadStop:
+    return _validate(_STOP, data, key=key, kind="thread stop")

@@ -18,6 +18,8 @@ __all__ = [
     "PRUNE_EVERY",
     "RUN_TTL",
     "SETTLED_TTL",
+    "STOP_TTL",
+    "STREAM_TTL",
     "THREAD_LEASE_TTL",
     "THREAD_TTL",
     "RedisKeys",
@@ -41,6 +43,13 @@ THREAD_LEASE_TTL = 60.0
 """A thread's turns run one at a time across processes under a lease this long (seconds). The
 holder refreshes it while the turn runs, so it only bounds how long a crashed process blocks
 its thread; a turn is never cut short by it."""
+
+STOP_TTL = 3600
+"""A stop mark outlives the turn it stopped by an hour: the retry of a turn whose process died
+just after the stop finds it and does not carry on with the work."""
+
+STREAM_TTL = DAY
+"""Slack closes a stream nobody appended to within minutes; a day covers every retry."""
 
 INTERACTION_GRACE = 7 * DAY
 """An interaction outlives its `expires_at` by a week, so a late click still reads "expired"
@@ -149,6 +158,14 @@ class RedisKeys:
     def thread_lease(self, channel: str, thread_ts: str) -> str:
         """String with a PX TTL: the owner of the turn running in the thread, while it runs."""
         return f"{self.namespace}thread-lease:{_thread_id(channel, thread_ts)}"
+
+    def thread_stop(self, channel: str, thread_ts: str) -> str:
+        """String with a `STOP_TTL`: the last stop pressed in the thread (`ThreadStop` JSON)."""
+        return f"{self.namespace}thread-stop:{_thread_id(channel, thread_ts)}"
+
+    def run_stream(self, run_id: str) -> str:
+        """String with a `STREAM_TTL`: the ts of the message a run streams its answer into."""
+        return f"{self.namespace}stream:{run_id}"
 
     def delivery(self, event_id: str) -> str:
         """String set with NX: its existence means the event was already handled."""

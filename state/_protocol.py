@@ -13,6 +13,7 @@ from ._records import (
     InteractionStatus,
     RunClaim,
     RunRecord,
+    ThreadStop,
 )
 
 __all__ = ["AuditLog", "ConversationStore", "Inbox", "InteractionStore", "RunStore", "Store"]
@@ -109,6 +110,18 @@ class ConversationStore(Protocol):
 
     async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
         """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""
+
+    async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
+        """Mark the thread stopped (the last stop wins); kept `STOP_TTL` seconds."""
+
+    async def thread_stop(self, channel: str, thread_ts: str) -> ThreadStop | None:
+        """The thread's last stop mark, if one is kept."""
+
+    async def set_run_stream(self, run_id: str, ts: str) -> None:
+        """Remember the message a run streams into, so a retry of the run can find it."""
+
+    async def run_stream(self, run_id: str) -> str | None:
+        """The message `set_run_stream` remembered for the run, if any."""
 
 
 @runtime_checkable

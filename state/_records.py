@@ -20,13 +20,16 @@ __all__ = [
     "RunClaim",
     "RunRecord",
     "RunStatus",
+    "ThreadStop",
 ]
 
 RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
 """`running` is a journal: saved while tool handlers run, so a run whose process died can be
 continued without running a finished call again. It is never claimable and never settled."""
 InteractionStatus = Literal["pending", "answered", "expired", "superseded", "cancelled"]
-AuditAction = Literal["answered", "refused", "expired", "superseded", "cancelled", "resumed"]
+AuditAction = Literal[
+    "answered", "refused", "expired", "superseded", "cancelled", "resumed", "stopped"
+]
 
 
 @dataclass(kw_only=True)
@@ -168,3 +171,14 @@ class AuditEntry:
     run_id: str | None = None
     user: str | None = None
     detail: str = ""
+
+
+@dataclass(kw_only=True, frozen=True)
+class ThreadStop:
+    """Someone pressed stop on the turn running in a thread (Slack's `agent_session_stopped`)."""
+
+    user: str
+    at: float
+    """Unix seconds, by the clock of the process that received the stop."""
+    event_id: str = ""
+    """Slack's id of the event: two stops are two marks even within one clock tick."""

@@ -26,10 +26,12 @@ from ._codec import (
     decode_audit,
     decode_interaction,
     decode_run,
+    decode_stop,
     encode_answer,
     encode_audit,
     encode_interaction,
     encode_run,
+    encode_stop,
     inline,
     is_layout2,
     lease_millis,
@@ -43,6 +45,8 @@ from ._keys import (
     DELIVERY_TTL,
     RUN_TTL,
     SETTLED_TTL,
+    STOP_TTL,
+    STREAM_TTL,
     THREAD_TTL,
     RedisKeys,
     interaction_ttl,
@@ -54,6 +58,7 @@ from ._records import (
     InteractionStatus,
     RunClaim,
     RunRecord,
+    ThreadStop,
 )
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_inbox import RedisInbox
@@ -812,6 +817,22 @@ class RedisStore(RedisInbox):
                 client=self._live(),
             )
         )
+
+    async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
+        key = self._keys.thread_stop(channel, thread_ts)
+        await self._send(self._live().set(key, encode_stop(stop), ex=STOP_TTL))
+
+    async def thread_stop(self, channel: str, thread_ts: str) -> ThreadStop | None:
+        key = self._keys.thread_stop(channel, thread_ts)
+        value = await self._send(self._live().get(key))
+        return None if value is None else decode_stop(value, key=key)
+
+    async def set_run_stream(self, run_id: str, ts: str) -> None:
+        await self._send(self._live().set(self._keys.run_stream(run_id), ts, ex=STREAM_TTL))
+
+    async def run_stream(self, run_id: str) -> str | None:
+        value = await self._send(self._live().get(self._keys.run_stream(run_id)))
+        return None if value is None else text(value)
 
     # Audit
 

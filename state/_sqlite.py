@@ -25,10 +25,12 @@ from ._codec import (
     decode_audit,
     decode_interaction,
     decode_run,
+    decode_stop,
     encode_answer,
     encode_audit,
     encode_interaction,
     encode_run,
+    encode_stop,
     inline,
     is_layout2,
     lease_millis,
@@ -40,6 +42,8 @@ from ._keys import (
     DELIVERY_TTL,
     PRUNE_EVERY,
     RUN_TTL,
+    STOP_TTL,
+    STREAM_TTL,
     THREAD_TTL,
     interaction_ttl,
 )
@@ -50,6 +54,7 @@ from ._records import (
     InteractionStatus,
     RunClaim,
     RunRecord,
+    ThreadStop,
 )
 from ._sqlite_inbox import INBOX_SCHEMA, SQLiteInbox
 from ._sqlite_tx import transaction as _transaction
@@ -133,6 +138,22 @@ CREATE TABLE IF NOT EXISTS thread_leases (
 );
 CREATE INDEX IF NOT EXISTS thread_leases_keep_until ON thread_leases (keep_until);
 
+CREATE TABLE IF NOT EXISTS thread_stops (
+    channel TEXT NOT NULL,
+    thread_ts TEXT NOT NULL,
+    rec TEXT NOT NULL,
+    keep_until REAL NOT NULL,
+    PRIMARY KEY (channel, thread_ts)
+);
+CREATE INDEX IF NOT EXISTS thread_stops_keep_until ON thread_stops (keep_until);
+
+CREATE TABLE IF NOT EXISTS run_streams (
+    run_id TEXT PRIMARY KEY,
+    ts TEXT NOT NULL,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_streams_keep_until ON run_streams (keep_until);
+
 CREATE TABLE IF NOT EXISTS deliveries (
     event_id TEXT PRIMARY KEY,
     keep_until REAL NOT NULL
@@ -152,6 +173,8 @@ _PRUNED = (
     "run_interactions",
     "threads",
     "thread_leases",
+    "thread_stops",
+    "run_streams",
     "deliveries",
     "inbox_seen",
 )
@@ -670,6 +693,50 @@ class SQLiteStore(SQLiteInbox):
                 (channel, thread_ts, owner),
             )
         )
+
+    async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
+        params = (channel, thread_ts, encode_stop(stop).decode(), time.time() + STOP_TTL)
+        await self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO thread_stops (channel, thread_ts, rec, keep_until) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (channel, thread_ts) DO UPDATE SET"
+                " rec = excluded.rec, keep_until = excluded.keep_until",
+                params,
+            )
+        )
+
+    async def thread_stop(self, channel: str, thread_ts: str) -> ThreadStop | None:
+        params = (channel, thread_ts, time.time())
+        row = await self._call(
+            lambda conn: conn.execute(
+                "SELECT rec FROM thread_stops WHERE channel = ? AND thread_ts = ?"
+                " AND keep_until > ?",
+                params,
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return decode_stop(str(row[0]), key=f"thread_stops/{channel}/{thread_ts}")
+
+    async def set_run_stream(self, run_id: str, ts: str) -> None:
+        params = (run_id, ts, time.time() + STREAM_TTL)
+        await self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO run_streams (run_id, ts, keep_until) VALUES (?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET"
+                " ts = excluded.ts, keep_until = excluded.keep_until",
+                params,
+            )
+        )
+
+    async def run_stream(self, run_id: str) -> str | None:
+        params = (run_id, time.time())
+        row = await self._call(
+            lambda conn: conn.execute(
+                "SELECT ts FROM run_streams WHERE run_id = ? AND keep_until > ?", params
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
 
     # Audit
 

@@ -101,6 +101,12 @@ class _SubmitView(_Edge):
     """Slack's `state.values` shape: block_id -> action_id -> element state."""
 
 
+class _Stop(_Edge):
+    user: str
+    channel: str
+    thread_ts: str
+
+
 class _CloseView(_Edge):
     user: str
     view_id: str
@@ -146,6 +152,7 @@ class PageServer:
         app.router.add_post("/api/actions", self._post_action)
         app.router.add_post("/api/views/submit", self._submit_view)
         app.router.add_post("/api/views/close", self._close_view)
+        app.router.add_post("/api/stop", self._stop)
         app.on_shutdown.append(self._on_shutdown)
         return app
 
@@ -305,6 +312,18 @@ class PageServer:
         except _BadRequest as error:
             return _error(str(error))
         return web.json_response({"ok": True, "ts": message.ts})
+
+    async def _stop(self, request: web.Request) -> web.Response:
+        """The stop button of a thread's agent session: Slack sends `agent_session_stopped`."""
+        try:
+            body = await _read(request, _Stop)
+            self._check_user(body.user)
+            if self.slack.message(body.channel, body.thread_ts) is None:
+                raise _BadRequest(f"no thread {body.thread_ts!r} in {body.channel!r}")
+        except _BadRequest as error:
+            return _error(str(error))
+        answer = await self.slack.press_stop(body.user, body.channel, body.thread_ts)
+        return _bot_answer(answer)
 
     async def _post_action(self, request: web.Request) -> web.Response:
         try:

@@ -110,6 +110,7 @@ class Playground:
         slack = PlaygroundSlack(
             signing_secret=secrets.token_hex(16),
             bot_token=f"xoxb-playground-{secrets.token_hex(8)}",
+            agent_view=True,
         )
         self.slack = await stack.enter_async_context(slack)
         store_url = self.store_url

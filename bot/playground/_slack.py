@@ -21,9 +21,10 @@ from ._changes import Change, ChangeKind
 from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
 from ._payloads import block_actions, event_callback, message_events, view_submission
 from ._webapi import WebApi
-from ._workspace_model import ApiCall, Ephemeral, Message, OpenedView, Workspace
+from ._workspace_model import AgentSession, ApiCall, Ephemeral, Message, OpenedView, Workspace
 
 __all__ = [
+    "AgentSession",
     "ApiCall",
     "BotResponse",
     "Change",
@@ -40,9 +41,12 @@ class LocalSlack(Workspace):
     """An in-memory Slack workspace serving the Web API and playing its people.
 
     Use it as an async context manager; it listens on `host:port` (port 0 picks a free one) and
-    exposes `api_url` (the `SLACK_API_URL` for the bot). Set `bot_url` to the bot's
-    `/slack/events` URL before driving it, or `bot_urls` to several bot processes' URLs: each
-    delivery then goes where its `to` says, by default (`route`) to the next one in turn.
+    exposes `api_url` (the `SLACK_API_URL` for the bot). With `agent_view` the app is declared
+    as an agent and may use the agent methods; without (the default, as for an app installed
+    from a manifest without `features.agent_view`) Slack refuses them with `not_authorized`.
+    Set `bot_url` to the bot's `/slack/events` URL before driving it, or `bot_urls` to several
+    bot processes' URLs: each delivery then goes where its `to` says, by default (`route`) to
+    the next one in turn.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class LocalSlack(Workspace):
         bot_id: str = "B0HANDBACK",
         app_token: str = "xapp-local-token",
         with_demo_people: bool = True,
+        agent_view: bool = False,
     ) -> None:
         super().__init__(
             team_id=team_id,
@@ -71,6 +76,8 @@ class LocalSlack(Workspace):
             with_demo_people=with_demo_people,
         )
         self.signing_secret = signing_secret
+        if not agent_view:
+            self.agent_refusal = "not_authorized"
         self.bot_urls: list[str] = [*([bot_url] if bot_url else []), *bot_urls]
         """The bot endpoints (`/slack/events` URLs) deliveries go to over HTTP."""
         self.route: Target = "next"
@@ -95,6 +102,28 @@ class LocalSlack(Workspace):
     @bot_url.setter
     def bot_url(self, url: str | None) -> None:
         self.bot_urls = [url] if url else []
+
+    async def press_stop(
+        self, user: str, channel: str, thread_ts: str, *, to: Target | None = None
+    ) -> BotResponse:
+        """A person presses the stop button of the thread's agent session: Slack stops the app's
+        streams in the thread and sends `agent_session_stopped` (the session's status is the
+        app's to change)."""
+        stopped = []
+        for message in self.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                stopped.append(message.ts)
+                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": self.new_ts(),
+        }
+        return await self.send_event(event, to=to)
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
         """Answer the next call to `method` with `status` and a `Retry-After` header."""

@@ -1,5 +1,9 @@
 """The Slack Web API methods the bot calls, served from LocalSlack's workspace: token checks,
-injected failures (rate limits) and one handler per method, answering as Slack answers."""
+injected failures (rate limits) and one handler per method, answering as Slack answers.
+
+The agent methods (`agents.sessions.setStatus`, `chat.startStream` / `appendStream` /
+`stopStream`) check their chunks with slack_sdk's own chunk models, and answer every call with
+`workspace.agent_refusal` when it is set, as Slack answers an app not declared as an agent."""
 
 from __future__ import annotations
 
@@ -11,12 +15,43 @@ from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
+from slack_sdk.models.messages.chunk import (
+    BlocksChunk,
+    Chunk,
+    MarkdownTextChunk,
+    PlanUpdateChunk,
+    TaskUpdateChunk,
+)
 
-from ._workspace_model import ApiCall, Ephemeral, Message, OpenedView, Workspace
+from ._workspace_model import (
+    AgentSession,
+    ApiCall,
+    Ephemeral,
+    Message,
+    OpenedView,
+    SessionStatus,
+    Workspace,
+)
 
 __all__ = ["WebApi"]
 
 _Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+_SESSION_STATUSES: frozenset[str] = frozenset({"processing", "active", "suspended", "closed"})
+_TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+_MARKDOWN_LIMIT = 12_000
+"""Slack's limit on `markdown_text` (and a markdown chunk's text) per call."""
+
+AGENT_METHODS = frozenset(
+    {
+        "agents.sessions.setStatus",
+        "agents.sessions.rename",
+        "chat.startStream",
+        "chat.appendStream",
+        "chat.stopStream",
+    }
+)
+"""The methods only an app declared as an agent (`features.agent_view`) may call."""
 
 
 class _ApiError(Exception):
@@ -45,7 +80,11 @@ class WebApi:
             "views.update": self._views_update,
             "reactions.add": self._reactions_add,
             "reactions.remove": self._reactions_remove,
-            "assistant.threads.setStatus": self._set_status,
+            "agents.sessions.setStatus": self._set_status,
+            "agents.sessions.rename": self._rename,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
             "conversations.replies": self._conversations_replies,
             "usergroups.users.list": self._usergroups_users_list,
             "users.info": self._users_info,
@@ -86,6 +125,8 @@ class WebApi:
         if token != ws.bot_token:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         handler = self._methods.get(method)
+        if method in AGENT_METHODS and ws.agent_refusal is not None:
+            return web.json_response({"ok": False, "error": ws.agent_refusal})
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         try:
@@ -241,14 +282,126 @@ class WebApi:
         return {}
 
     async def _set_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        status = {
-            "channel": self._channel_arg(args, "channel_id"),
-            "thread_ts": str(args.get("thread_ts") or ""),
-            "status": str(args.get("status") or ""),
-        }
-        self.workspace.statuses.append(status)
-        await self.workspace.publish("status", status)
-        return {}
+        status = str(args.get("status") or "")
+        if status not in _SESSION_STATUSES:
+            raise _ApiError("invalid_status")
+        session = self._session(args, status)  # type: ignore[arg-type]
+        if args.get("title"):
+            session.title = str(args["title"])
+        if args.get("initiator_user_id"):
+            initiator = str(args["initiator_user_id"])
+            if initiator not in self.workspace.users:
+                raise _ApiError("user_not_found")
+            session.initiator_user_id = initiator
+        await self._session_changed(session)
+        return {"status": session.status, "title": session.title}
+
+    async def _rename(self, args: dict[str, Any]) -> dict[str, Any]:
+        key = (self._channel_arg(args, "channel_id"), str(args.get("thread_ts") or ""))
+        session = self.workspace.sessions.get(key)
+        if session is None:
+            raise _ApiError("session_not_found")
+        title = str(args.get("title") or "")
+        if not title:
+            raise _ApiError("invalid_arguments")
+        session.title = title
+        await self._session_changed(session)
+        return {"title": title}
+
+    def _session(self, args: Mapping[str, Any], status: SessionStatus) -> AgentSession:
+        """The session of the thread `args` name, created if new, moved to `status`."""
+        ws = self.workspace
+        channel = self._channel_arg(args, "channel_id")
+        thread_ts = str(args.get("thread_ts") or "")
+        if ws.message(channel, thread_ts) is None:
+            raise _ApiError("thread_not_found")
+        session = ws.sessions.get((channel, thread_ts))
+        if session is None:
+            session = AgentSession(channel=channel, thread_ts=thread_ts, status=status)
+            ws.sessions[(channel, thread_ts)] = session
+        session.status = status
+        session.history.append(status)
+        return session
+
+    async def _session_changed(self, session: AgentSession) -> None:
+        await self.workspace.publish(
+            "status",
+            {
+                "channel": session.channel,
+                "thread_ts": session.thread_ts,
+                "status": session.status,
+                "title": session.title,
+            },
+        )
+
+    async def _start_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
+        channel = self._channel_arg(args)
+        thread_ts = _thread_ts(args)
+        if thread_ts is None or ws.message(channel, thread_ts) is None:
+            raise _ApiError("thread_not_found")
+        if not ws.channels[channel].is_im:
+            # Outside a DM Slack must know who the stream is for.
+            if not args.get("recipient_user_id"):
+                raise _ApiError("missing_recipient_user_id")
+            if not args.get("recipient_team_id"):
+                raise _ApiError("missing_recipient_team_id")
+            if str(args["recipient_user_id"]) not in ws.users:
+                raise _ApiError("user_not_found")
+            if str(args["recipient_team_id"]) != ws.team_id:
+                raise _ApiError("team_not_found")
+        if args.get("task_display_mode") not in {None, "timeline", "plan"}:
+            raise _ApiError("invalid_arguments")
+        chunks = _streamed_chunks(args)
+        message = Message(
+            channel=channel,
+            ts=ws.new_ts(),
+            bot_id=ws.bot_id,
+            user=ws.bot_user_id,
+            thread_ts=thread_ts,
+            streaming=True,
+        )
+        _append(message, chunks)
+        ws.messages.append(message)
+        await ws.publish("message", {"channel": channel, **message.to_api()})
+        return {"channel": channel, "ts": message.ts}
+
+    async def _append_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._streaming(args)
+        chunks = _streamed_chunks(args)
+        if not chunks:
+            raise _ApiError("no_text")
+        _append(message, chunks)
+        await self._message_changed(message)
+        return {"channel": message.channel, "ts": message.ts}
+
+    async def _stop_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._streaming(args)
+        _append(message, _streamed_chunks(args))
+        if "blocks" in args:
+            _, message.blocks = _text_and_blocks({"blocks": args["blocks"], "text": "-"})
+        message.streaming = False
+        status = args.get("session_status")
+        if status is not None:
+            if status not in _SESSION_STATUSES:
+                raise _ApiError("invalid_status")
+            where = {"channel_id": message.channel, "thread_ts": message.thread_ts}
+            await self._session_changed(self._session(where, status))
+        await self._message_changed(message)
+        return {"channel": message.channel, "ts": message.ts, "message": message.to_api()}
+
+    def _streaming(self, args: Mapping[str, Any]) -> Message:
+        message = self._message_arg(args, "ts")
+        if message.bot_id != self.workspace.bot_id:
+            raise _ApiError("cant_update_message")
+        if not message.streaming:
+            raise _ApiError("message_not_in_streaming_state")
+        return message
+
+    async def _message_changed(self, message: Message) -> None:
+        await self.workspace.publish(
+            "message_updated", {"channel": message.channel, **message.to_api()}
+        )
 
     async def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
@@ -306,6 +459,54 @@ def _json_arg(args: Mapping[str, Any], key: str) -> Any:
 
 def _thread_ts(args: Mapping[str, Any]) -> str | None:
     return str(args["thread_ts"]) if args.get("thread_ts") else None
+
+
+def _streamed_chunks(args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`markdown_text` and `chunks` of a stream call as chunks, each checked by slack_sdk's model
+    of its type; anything else is `invalid_chunks`, as Slack answers."""
+    chunks: list[dict[str, Any]] = []
+    markdown = args.get("markdown_text")
+    if markdown is not None:
+        chunks.append({"type": "markdown_text", "text": markdown})
+    given = _json_arg(args, "chunks")
+    if given is not None:
+        if not isinstance(given, list):
+            raise _ApiError("invalid_chunks")
+        chunks += given
+    return [_checked_chunk(chunk) for chunk in chunks]
+
+
+_CHUNK_MODELS: dict[str, type[Chunk]] = {
+    model.type: model
+    for model in (MarkdownTextChunk, TaskUpdateChunk, PlanUpdateChunk, BlocksChunk)
+}
+
+
+def _checked_chunk(chunk: Any) -> dict[str, Any]:
+    if not isinstance(chunk, dict) or chunk.get("type") not in _CHUNK_MODELS:
+        raise _ApiError("invalid_chunks")
+    fields = {k: v for k, v in chunk.items() if k != "type"}
+    try:
+        model = _CHUNK_MODELS[chunk["type"]](**fields)
+    except TypeError:
+        raise _ApiError("invalid_chunks") from None
+    attributes = model.attributes if isinstance(model.attributes, set) else set()
+    if set(fields) - attributes:
+        raise _ApiError("invalid_chunks")  # a field the model does not know
+    if isinstance(model, MarkdownTextChunk) and (
+        not isinstance(model.text, str) or len(model.text) > _MARKDOWN_LIMIT
+    ):
+        raise _ApiError("invalid_chunks")
+    if isinstance(model, TaskUpdateChunk) and (
+        model.status not in _TASK_STATUSES or not model.id or not model.title
+    ):
+        raise _ApiError("invalid_chunks")
+    return model.to_dict()
+
+
+def _append(message: Message, chunks: list[dict[str, Any]]) -> None:
+    message.chunks += chunks
+    message.text += "".join(str(c["text"]) for c in chunks if c["type"] == "markdown_text")
 
 
 def _text_and_blocks(args: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:

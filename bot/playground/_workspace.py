@@ -52,11 +52,11 @@ class PlaygroundSlack(LocalSlack):
         await self.publish("view_updated", asdict(opened))
 
     def latest_statuses(self) -> list[dict[str, str]]:
-        """The current `assistant.threads.setStatus` line of each thread (empty = cleared)."""
-        latest: dict[tuple[str, str], dict[str, str]] = {}
-        for status in self.statuses:
-            latest[(status["channel"], status["thread_ts"])] = status
-        return [s for s in latest.values() if s["status"]]
+        """The agent session status of each thread that has one."""
+        return [
+            {"channel": s.channel, "thread_ts": s.thread_ts, "status": s.status, "title": s.title}
+            for s in self.sessions.values()
+        ]
 
     def page_messages(self, viewer: str) -> list[dict[str, Any]]:
         """Channel messages and the viewer's ephemerals, oldest first, as the page shows them."""
@@ -74,6 +74,8 @@ class PlaygroundSlack(LocalSlack):
                         {"name": name, "users": users} for name, users in message.reactions.items()
                     ],
                     "edited": message.edited,
+                    "chunks": message.chunks,
+                    "streaming": message.streaming,
                 }
             )
         for ephemeral in self.ephemerals_for(viewer):

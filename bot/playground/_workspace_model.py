@@ -8,11 +8,24 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ._changes import ChangeFeed
 
-__all__ = ["ApiCall", "Channel", "Ephemeral", "Message", "OpenedView", "User", "Workspace"]
+__all__ = [
+    "AgentSession",
+    "ApiCall",
+    "Channel",
+    "Ephemeral",
+    "Message",
+    "OpenedView",
+    "SessionStatus",
+    "User",
+    "Workspace",
+]
+
+SessionStatus = Literal["processing", "active", "suspended", "closed"]
+"""The statuses of an agent session (`agents.sessions.setStatus`)."""
 
 
 @dataclass(kw_only=True)
@@ -31,6 +44,19 @@ class Message:
     reactions: dict[str, list[str]] = field(default_factory=dict)
     """Reaction name -> the users who added it."""
     edited: bool = False
+    streaming: bool = False
+    """A message the app is streaming into (`chat.startStream`) and has not stopped yet."""
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    """Every chunk streamed into the message, in order, as sent (`markdown_text` included as
+    `markdown_text` chunks)."""
+
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        """The streamed tasks by id, each as its latest `task_update` left it."""
+        tasks: dict[str, dict[str, Any]] = {}
+        for chunk in self.chunks:
+            if chunk.get("type") == "task_update":
+                tasks[str(chunk["id"])] = {**tasks.get(str(chunk["id"]), {}), **chunk}
+        return tasks
 
     def to_api(self) -> dict[str, Any]:
         """The message as the Web API and the Events API show it."""
@@ -43,6 +69,10 @@ class Message:
             out["thread_ts"] = self.thread_ts
         if self.blocks:
             out["blocks"] = self.blocks
+        if self.chunks:
+            out["chunks"] = self.chunks
+        if self.streaming:
+            out["streaming"] = True
         if self.reactions:
             out["reactions"] = [
                 {"name": name, "users": users, "count": len(users)}
@@ -83,6 +113,19 @@ class ApiCall:
     args: dict[str, Any]
     at: float
     status: int = 200
+
+
+@dataclass(kw_only=True)
+class AgentSession:
+    """A thread's agent session, as `agents.sessions.setStatus` and `chat.stopStream` left it."""
+
+    channel: str
+    thread_ts: str
+    status: SessionStatus
+    title: str = ""
+    initiator_user_id: str | None = None
+    history: list[SessionStatus] = field(default_factory=list)
+    """Every status it was given, in order."""
 
 
 @dataclass(kw_only=True)
@@ -135,7 +178,12 @@ class Workspace(ChangeFeed):
         self.messages: list[Message] = []
         self.ephemerals: list[Ephemeral] = []
         self.views: dict[str, OpenedView] = {}
-        self.statuses: list[dict[str, str]] = []
+        self.sessions: dict[tuple[str, str], AgentSession] = {}
+        """(channel, thread_ts) -> the thread's agent session."""
+        self.agent_refusal: str | None = None
+        """None: the app is declared as an agent and may use the agent methods. Else the error
+        Slack gives an app that is not (`not_authorized`, `missing_scope`, `unknown_method`)
+        for each of them."""
         self.calls: list[ApiCall] = []
         self.triggers: dict[str, str] = {}
         """trigger_id -> the user whose action issued it (`views.open` redeems it)."""

@@ -501,7 +501,8 @@
       message.edited ? h("span", { className: "edited" }, "(edited)") : null,
       message.ephemeral_to ? h("span", { className: "only-you" }, "Only visible to you") : null);
     const body = h("div", { className: "msg-body" }, meta);
-    if (message.blocks && message.blocks.length) body.append(blocks(message.blocks, messageContext(message)));
+    if (message.chunks && message.chunks.length) body.append(...streamed(message));
+    else if (message.blocks && message.blocks.length) body.append(blocks(message.blocks, messageContext(message)));
     else body.append(mrkdwn(message.text));
     if (message.reactions && message.reactions.length) {
       body.append(h("div", { className: "reactions" }, message.reactions.map((r) =>
@@ -517,6 +518,47 @@
       className: `msg${message.ephemeral_to ? " ephemeral" : ""}`,
       dataset: { ts: message.ts, user: message.user || "" },
     }, avatar(message.user), body);
+  }
+
+  const TASK_ICONS = { pending: "⏸", in_progress: "⏳", complete: "✅", error: "⚠️" };
+
+  /** A streamed message as Slack shows it: its tasks (each as its latest update left it), then
+   * the text so far, with a cursor while it still streams. Titles and outputs are the bot's
+   * escaped mrkdwn, like message text. */
+  function streamed(message) {
+    const tasks = new Map();
+    for (const chunk of message.chunks) {
+      if (chunk.type === "task_update") tasks.set(chunk.id, { ...(tasks.get(chunk.id) || {}), ...chunk });
+    }
+    const nodes = [];
+    if (tasks.size) {
+      nodes.push(h("div", { className: "tasks" }, [...tasks.values()].map((task) => h("div", {
+        className: `task ${task.status}`, dataset: { status: task.status },
+      }, h("span", { className: "task-icon" }, TASK_ICONS[task.status] || "•"),
+      h("span", { className: "task-title" }, mrkdwn(task.title)),
+      task.output ? h("div", { className: "task-output" }, mrkdwn(task.output)) : null))));
+    }
+    if (message.text) nodes.push(mrkdwn(message.text));
+    if (message.streaming) nodes.push(h("span", { className: "cursor", title: "Streaming" }, "▍"));
+    return nodes;
+  }
+
+  const SESSION_WORDS = {
+    processing: "is working…", suspended: "is waiting on someone", active: "answered", closed: "closed",
+  };
+
+  function renderSession(threadTs) {
+    const session = state.statuses.find((s) => s.channel === channel && s.thread_ts === threadTs);
+    const line = $("thread-status");
+    line.hidden = !session;
+    if (!session) return;
+    const chip = h("span", { className: `chip ${session.status}`, dataset: { status: session.status } },
+      `${userName(state.bot_user_id)} ${SESSION_WORDS[session.status] || session.status}`);
+    const stop = session.status === "processing" ? h("button", {
+      type: "button", className: "stop", title: "Stop the agent",
+      onclick: () => api("/api/stop", { user: me, channel, thread_ts: threadTs }).catch(() => {}),
+    }, "■ Stop") : null;
+    line.replaceChildren(chip, stop || "");
   }
 
   const isReply = (m) => m.thread_ts && m.thread_ts !== m.ts;
@@ -586,10 +628,7 @@
       const thread = [parent, ...visible.filter((m) => isReply(m) && m.thread_ts === openThread)];
       renderList($("thread-messages"), rendered.thread, thread, { inThread: true, empty: "" });
       $("thread-messages").firstChild?.classList.add("thread-parent");
-      const status = state.statuses.find((s) => s.channel === channel && s.thread_ts === openThread && s.status);
-      const line = $("thread-status");
-      line.hidden = !status;
-      line.textContent = status ? `${userName(state.bot_user_id)} ${status.status}` : "";
+      renderSession(openThread);
     }
     renderModal();
   }

@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 from blocks import InvalidAnswer
-from state import InteractionRecord, Store, StoreError
+from state import InteractionRecord, Store, StoreError, ThreadStop
 
 from .. import Agent
 from ._answers import Answers
@@ -43,7 +43,13 @@ from ._expiry import Sweeper
 from ._policy import AnswerPolicy, GroupMembers, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
-from ._verify import CheckedSocketModeHandler, PersonEvent, SlackGate, person_event
+from ._verify import (
+    CheckedSocketModeHandler,
+    PersonEvent,
+    SlackGate,
+    person_event,
+    session_stopped,
+)
 from ._worker import Worker
 
 __all__ = ["Role", "SlackBot", "make_client"]
@@ -117,7 +123,7 @@ class SlackBot:
         # Runs and interactions must share one store, so the agent's is replaced by the app's.
         agent.store = store
         self.client = client or make_client(settings)
-        self.chat = Chat(self.client)
+        self.chat = Chat(self.client, ui=settings.handback_slack_ui)
         self.tasks = Background()
         self.policy = AnswerPolicy(
             approvers=tuple(settings.handback_approvers),
@@ -320,6 +326,10 @@ class SlackBot:
         ) -> BoltResponse | None:
             return await self._take_event(body, context, mention=False)
 
+        @app.event("agent_session_stopped")
+        async def on_stopped(body: dict[str, Any]) -> BoltResponse | None:
+            return await self._take_stop(body)
+
         @app.action(blocks.ACTION_PATTERN)
         async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
             await self._take_action(ack, body)
@@ -366,6 +376,28 @@ class SlackBot:
         event_id = body.get("event_id")
         if not await self._record("event", item, dedupe=str(event_id) if event_id else None):
             # Not a 2xx, so Slack delivers the event again later instead of it being lost.
+            return BoltResponse(status=503, body="not recorded; please retry")
+        return None
+
+    async def _take_stop(self, body: dict[str, Any]) -> BoltResponse | None:
+        """The stop button: the stop mark goes in the store at once (the process running the
+        turn, whichever it is, looks for it while the turn runs), then the rest of the stop
+        (cards, the session's status, the audit entry) is recorded as work like any event."""
+        stopped = session_stopped(body)
+        if stopped is None:
+            return None
+        event_id = str(body.get("event_id") or "")
+        mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
+        try:
+            await asyncio.wait_for(
+                self.store.stop_thread(stopped.channel, stopped.thread_ts, mark),
+                timeout=_RECORD_WAIT,
+            )
+        except (StoreError, TimeoutError) as error:
+            log.warning("could not record a stop: %s", str(error) or "timed out")
+            return BoltResponse(status=503, body="not recorded; please retry")
+        item = {"channel": stopped.channel, "thread_ts": stopped.thread_ts, "user": stopped.user}
+        if not await self._record("stop", item, dedupe=event_id or None):
             return BoltResponse(status=503, body="not recorded; please retry")
         return None
 

@@ -1,21 +1,35 @@
 """The Web API calls the app makes, each one logged instead of raised when Slack says no.
 
 A failed `chat.update` or reaction must not abort a resume that already happened, so every call
-here returns what it could do and logs what it could not.
+here returns what it could do and logs what it could not. The agent calls (session status,
+streams) also decide the process's surface: with `HANDBACK_SLACK_UI=auto`, the first refusal that
+says the app is not an agent turns this process to classic messages, with one log line.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 
-__all__ = ["Chat", "escape", "fit_text"]
+__all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text"]
+
+SessionStatus = Literal["processing", "active", "suspended", "closed"]
+
+StreamResult = Literal["ok", "not_streaming", "failed"]
+"""What a stream call did: done, refused because the stream was stopped already (by a stop
+button, or by an earlier attempt), or failed otherwise."""
+
+NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
+"""What Slack answers an app not declared as an agent (no `features.agent_view`, no
+`assistant:write`) for the agent methods."""
 
 log = logging.getLogger("handback.slack")
 
@@ -36,8 +50,14 @@ def fit_text(text: str, limit: int = _MAX_TEXT) -> str:
 class Chat:
     """Posting, updating and reacting in Slack through one `AsyncWebClient`."""
 
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, ui: Literal["auto", "agent", "classic"] = "auto"
+    ) -> None:
         self.client = client
+        self.ui = ui
+        self.agent_view = ui != "classic"
+        """Whether turns show as agent sessions; `auto` turns it off at Slack's first refusal."""
+        self._team_id: str | None = None
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
         try:
@@ -95,3 +115,122 @@ class Chat:
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> bool:
         return await self._call("views_open", trigger_id=trigger_id, view=view) is not None
+
+    # ------------------------------------------------------------ the agent surface
+
+    async def _agent_call(self, method: str, **kwargs: Any) -> dict[str, Any] | str:
+        """The call's data, or Slack's error code (`"failed"` when there is none)."""
+        try:
+            response = await getattr(self.client, method)(**kwargs)
+        except SlackApiError as error:
+            code = str(error.response.get("error") or "failed")
+            if code in NOT_AN_AGENT:
+                self._not_an_agent(method, code)
+            else:
+                log.warning("slack %s failed: %s", method, code)
+            return code
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("slack %s failed: %r", method, error)
+            return "failed"
+        return dict(response.data) if isinstance(response.data, dict) else {}
+
+    def _not_an_agent(self, method: str, code: str) -> None:
+        if self.ui == "auto":
+            if self.agent_view:
+                self.agent_view = False
+                log.warning(
+                    "Slack refused %s (%s): this app is not set up as an agent (see "
+                    "manifest.yml, features.agent_view and assistant:write); using classic "
+                    "messages from now on",
+                    method,
+                    code,
+                )
+            return
+        log.warning("slack %s failed: %s (HANDBACK_SLACK_UI=agent)", method, code)
+
+    async def team_id(self) -> str | None:
+        """The workspace's id (`auth.test`, asked once): streams outside DMs name the
+        recipient's team, and a person who asks is in the app's workspace."""
+        if self._team_id is None:
+            data = await self._call("auth_test")
+            if data and data.get("team_id"):
+                self._team_id = str(data["team_id"])
+        return self._team_id
+
+    async def set_status(
+        self,
+        channel: str,
+        thread_ts: str,
+        status: SessionStatus,
+        *,
+        title: str | None = None,
+        initiator: str | None = None,
+    ) -> bool:
+        """Set the thread's agent session status (creating the session); False when Slack
+        refused or this process shows classic messages."""
+        if not self.agent_view:
+            return False
+        data = await self._agent_call(
+            "agents_sessions_setStatus",
+            channel_id=channel,
+            thread_ts=thread_ts,
+            status=status,
+            title=title,
+            initiator_user_id=initiator,
+        )
+        return isinstance(data, dict)
+
+    async def start_stream(
+        self,
+        channel: str,
+        thread_ts: str,
+        chunks: Sequence[Chunk],
+        *,
+        recipient: str | None,
+    ) -> str | None:
+        """Start a streamed reply in the thread; its ts, or None."""
+        if not self.agent_view:
+            return None
+        kwargs: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
+        if not _is_dm(channel) and recipient:
+            kwargs["recipient_user_id"] = recipient
+            kwargs["recipient_team_id"] = await self.team_id()
+        data = await self._agent_call(
+            "chat_startStream", chunks=list(chunks), task_display_mode="timeline", **kwargs
+        )
+        return str(data["ts"]) if isinstance(data, dict) and data.get("ts") else None
+
+    async def append_stream(self, channel: str, ts: str, chunks: Sequence[Chunk]) -> StreamResult:
+        data = await self._agent_call(
+            "chat_appendStream", channel=channel, ts=ts, chunks=list(chunks)
+        )
+        return _stream_result(data)
+
+    async def stop_stream(
+        self,
+        channel: str,
+        ts: str,
+        chunks: Sequence[Chunk] = (),
+        *,
+        session_status: SessionStatus | None = None,
+    ) -> StreamResult:
+        kwargs: dict[str, Any] = {"channel": channel, "ts": ts}
+        if chunks:
+            kwargs["chunks"] = list(chunks)
+        if session_status is not None:
+            kwargs["session_status"] = session_status
+        return _stream_result(await self._agent_call("chat_stopStream", **kwargs))
+
+    async def delete(self, channel: str, ts: str) -> bool:
+        return await self._call("chat_delete", channel=channel, ts=ts) is not None
+
+
+def _stream_result(data: dict[str, Any] | str) -> StreamResult:
+    if isinstance(data, dict):
+        return "ok"
+    return "not_streaming" if data == "message_not_in_streaming_state" else "failed"
+
+
+def _is_dm(channel: str) -> bool:
+    # Slack's direct-message conversation ids start with D.
+    return channel.startswith("D")

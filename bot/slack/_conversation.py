@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import blocks
-from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError
+from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError, ThreadStop
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
-from ..events import InteractionEvent, OutputEvent
+from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
+from ._session import AgentTurn, mention, session_title
+from ._worker import derived_run_id
 
 __all__ = ["Conversations", "Thread"]
 
@@ -38,6 +40,10 @@ LEASE_RETRY_FIRST = 0.02
 doubles up to `LEASE_RETRY_MOST`, so a short turn elsewhere delays this one by little."""
 
 LEASE_RETRY_MOST = 0.2
+
+STOP_POLL = 0.2
+"""Seconds between looks at the thread's stop mark while a turn runs (agent sessions only): a
+stop pressed at any replica ends the turn within a second."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -135,39 +141,87 @@ class Conversations:
                     *_where(thread),
                 )
 
+    async def _open_turn(
+        self, thread: Thread, *, run_id: str | None, title: str | None
+    ) -> AgentTurn | None:
+        """The turn's agent session; None when this process shows classic messages (by
+        setting, or since Slack said the app is not an agent).
+
+        A new message's session is `processing` at once (`title` given); a resume's once its
+        run has claimed the paused one (its `StartEvent`), so a resume that loses the claim to
+        another never touches the status the winner shows."""
+        if not self.chat.agent_view:
+            return None
+        turn = AgentTurn(
+            chat=self.chat,
+            store=self.store,
+            channel=thread.channel,
+            thread_ts=thread.thread_ts,
+            recipient=thread.requester,
+            run_id=run_id,
+        )
+        # Read before the session shows `processing` (and with it the stop button), so a stop
+        # pressed for this turn can never be taken for an older one.
+        turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
+        if title is None or await turn.begin(title=title, initiator=thread.requester):
+            return turn
+        # A refusal turned this process classic; any other failure still streams.
+        return turn if self.chat.agent_view else None
+
     async def start(
-        self, thread: Thread, *, text: str, message_ts: str, run_id: str | None = None
+        self,
+        thread: Thread,
+        *,
+        text: str,
+        message_ts: str,
+        run_id: str | None = None,
+        retry: bool = False,
     ) -> None:
         """A person's message: a new run, or the next turn of the thread's conversation.
 
         `run_id` comes from the work item, so a retry of the same message finds the run its
         first attempt started (and continues or replays it) instead of starting another.
         """
-        await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
+        turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
+        if turn is None:
+            await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
         try:
             async with self._turn(thread):
-                await self._start(thread, text=text, run_id=run_id)
+                if turn is not None and retry:
+                    if await self._stopped_before(thread, run_id, turn):
+                        return
+                    await turn.take_over()
+                await self._start(thread, text=text, run_id=run_id, turn=turn)
         finally:
-            await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
+            if turn is None:
+                await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
 
-    async def _start(self, thread: Thread, *, text: str, run_id: str | None) -> None:
+    async def _start(
+        self,
+        thread: Thread,
+        *,
+        text: str,
+        run_id: str | None,
+        turn: AgentTurn | None,
+    ) -> None:
         parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
             # A retry after the first attempt saved this very run: replay it, not its parent.
             parent_id = None
         try:
-            await self._drive(self.agent(prompt=text, parent_id=parent_id, run_id=run_id), thread)
+            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id)
+            await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
-            await self.chat.post(
-                thread.channel,
+            await self._say(
+                thread,
+                turn,
                 "I'm still working on the last answer in this thread; send that again in a moment.",
-                thread_ts=thread.thread_ts,
             )
             return
         except Exception:
-            await self._failed(thread, "starting a run")
+            await self._failed(thread, "starting a run", turn)
             return
         if parent_id is not None:
             await self.close_pending(parent_id, status="superseded", user=thread.requester)
@@ -186,12 +240,15 @@ class Conversations:
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
         """
-        if working_ts:
+        turn = await self._open_turn(thread, run_id=child_id, title=None)
+        if turn is None and working_ts:
             await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
+        elif turn is not None:
+            turn.working_ts = working_ts
         try:
             async with self._turn(thread):
                 run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
-                await self._drive(run, thread)
+                await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise
         except RunAlreadyResumed as error:
@@ -205,35 +262,202 @@ class Conversations:
             await self.resume(run_id=run_id, answers=cancel, thread=thread, child_id=retry)
         except ResumeError as error:
             log.warning("resume of run %s refused: %s", run_id, error)
-            await self.chat.post(
-                thread.channel,
-                "I could not continue with that answer, so this request is closed.",
-                thread_ts=thread.thread_ts,
+            await self._say(
+                thread, turn, "I could not continue with that answer, so this request is closed."
             )
         except Exception:
-            await self._failed(thread, f"resuming run {run_id}")
+            await self._failed(thread, f"resuming run {run_id}", turn)
         finally:
-            if working_ts:
+            if working_ts and (turn is None or turn.reacted):
                 await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
 
-    async def _drive(self, run: AgentRun, thread: Thread) -> None:
+    # --------------------------------------------------------------- stopping
+
+    async def _drive_stoppable(self, run: AgentRun, thread: Thread, turn: AgentTurn | None) -> None:
+        """Drive the run; a stop pressed in the thread once the turn began (in any process: the
+        mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped."""
+        if turn is None:
+            await self._drive(run, thread, turn)  # Classic messages have no stop button.
+            return
+        driving = asyncio.create_task(self._drive(run, thread, turn))
+        watching = asyncio.create_task(self._watch_stop(thread, turn.stop_before, driving))
+        try:
+            await driving
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            stop = watching.result() if watching.done() and not watching.cancelled() else None
+            if stop is None or (me is not None and me.cancelling()):
+                raise  # Not our stop: the worker is shutting down and hands the work on.
+            await self._stopped(run.run_id, thread, turn, stop)
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    async def _watch_stop(
+        self, thread: Thread, before: ThreadStop | None, driving: asyncio.Task[None]
+    ) -> ThreadStop:
+        """Cancel `driving` once the thread's stop mark is not the one it had when the turn
+        began (compared by value, not by time: processes' clocks differ)."""
+        while True:
+            await asyncio.sleep(STOP_POLL)
+            try:
+                stop = await self.store.thread_stop(thread.channel, thread.thread_ts)
+            except StoreError:
+                continue  # The run goes on; the next poll may see the stop.
+            if stop is not None and stop != before:
+                driving.cancel()
+                return stop
+
+    async def _stopped(
+        self, run_id: str, thread: Thread, turn: AgentTurn, stop: ThreadStop
+    ) -> None:
+        """The run was cancelled by a stop (and saved `cancelled/interrupted`, its open calls
+        closed): the thread continues from it, the session leaves `processing`."""
+        log.info("run %s in %s/%s stopped by %s", run_id, *_where(thread), stop.user)
+        if await self.store.load_run(run_id) is not None:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
+        await turn.finish("active")
+        await self.chat.post(
+            thread.channel, f"Stopped by {mention(stop.user)}.", thread_ts=thread.thread_ts
+        )
+
+    async def _stopped_before(self, thread: Thread, run_id: str | None, turn: AgentTurn) -> bool:
+        """A retried turn whose run was stopped by a person (not handed on by a worker that
+        shut down, which also leaves it `cancelled/interrupted`) is not carried on."""
+        if run_id is None:
+            return False
+        saved = await self.store.load_run(run_id)
+        if saved is None or saved.reason != "interrupted":
+            return False
+        stop = await self.store.thread_stop(thread.channel, thread.thread_ts)
+        if stop is None or stop.at * 1000 < saved.t0:
+            return False
+        await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
+        await turn.take_over()
+        await turn.finish("active")
+        return True
+
+    async def stop(self, thread: Thread, *, user: str) -> None:
+        """Someone pressed stop in the thread (`agent_session_stopped`): the turn running there
+        stops by itself (`_watch_stop`); in the thread's turn order this closes any card still
+        open as stopped, ends its run with `Cancel`, and takes the session out of `processing`.
+        """
+        reason = f"stopped by {mention(user)}"
+        closed: list[InteractionRecord] = []
+        async with self._turn(thread):
+            run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action="stopped",
+                    run_id=run_id,
+                    user=user,
+                    detail=f"{thread.channel}/{thread.thread_ts}",
+                )
+            )
+            if run_id is not None:
+                closed = await self._close_for_stop(run_id, user=user, reason=reason)
+            if not closed:
+                await self.chat.set_status(thread.channel, thread.thread_ts, "active")
+        if run_id is not None and closed:
+            await self.resume(
+                run_id=run_id,
+                answers={record.interaction_id: Cancel(reason) for record in closed},
+                thread=Thread(
+                    channel=thread.channel,
+                    thread_ts=thread.thread_ts,
+                    requester=closed[0].requester,
+                ),
+                child_id=derived_run_id(run_id, "stop"),
+            )
+
+    async def _close_for_stop(
+        self, run_id: str, *, user: str, reason: str
+    ) -> list[InteractionRecord]:
+        closed = []
+        for record in await self.store.run_interactions(run_id):
+            if record.status != "pending":
+                continue
+            claim = await self.store.close_interaction(
+                record.interaction_id, status="cancelled", now=self.clock()
+            )
+            if not claim.won or claim.record is None:
+                continue
+            closed.append(claim.record)
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action="cancelled",
+                    interaction_id=record.interaction_id,
+                    run_id=run_id,
+                    user=user,
+                    detail=reason,
+                )
+            )
+            await self.show_closed(
+                claim.record, note=f":octagonal_sign: This request was {reason}."
+            )
+        return closed
+
+    # ---------------------------------------------------------------- driving
+
+    async def _drive(self, run: AgentRun, thread: Thread, turn: AgentTurn | None) -> None:
         interactions: list[InteractionEvent] = []
         output: OutputEvent | None = None
         async for event in run:
-            if isinstance(event, InteractionEvent):
-                interactions.append(event)
-            elif isinstance(event, OutputEvent):
+            if isinstance(event, OutputEvent):
                 output = event
+            elif isinstance(event, StartEvent):
+                if turn is not None and not turn.begun:
+                    await self._begin_resumed(thread, turn)
+            elif isinstance(event, InteractionEvent):
+                interactions.append(event)
+                if turn is not None:
+                    await turn.waiting(event)
+            elif turn is None:
+                continue
+            elif isinstance(event, DeltaEvent):
+                await turn.text(event.text)
+            elif isinstance(event, ToolEvent):
+                await turn.tool(event)
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
         # The run is in the store by now, so the thread may point at it.
         await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
         if output.status.reason == "input_required":
+            if turn is not None:
+                await turn.finish("suspended")
             await self._post_cards(output.run_id, interactions, thread)
             return
-        await self.chat.post(thread.channel, _reply_text(output), thread_ts=thread.thread_ts)
+        reply = _reply_text(output)
+        if turn is None:
+            await self.chat.post(thread.channel, reply, thread_ts=thread.thread_ts)
+        elif output.status.code == "success" and turn.streamed_text:
+            await self._finish(thread, turn)
+        else:
+            await turn.markdown(("\n\n" if turn.shown else "") + reply)
+            await self._finish(thread, turn)
         if output.status.code == "error":
             log.error("run %s ended in error: %s", output.run_id, output.error)
+
+    async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
+        """`processing` for a resume whose run has claimed the paused one; when that first
+        agent call finds the app is not an agent, the classic reaction instead."""
+        if not await turn.begin() and not self.chat.agent_view and turn.working_ts:
+            turn.reacted = await self.chat.react(thread.channel, turn.working_ts, WORKING_REACTION)
+
+    async def _finish(self, thread: Thread, turn: AgentTurn) -> None:
+        """End the turn's stream `active`; what could not be streamed is posted."""
+        if not await turn.finish("active") and turn.shown:
+            await self.chat.post(thread.channel, turn.shown, thread_ts=thread.thread_ts)
+
+    async def _say(self, thread: Thread, turn: AgentTurn | None, text: str) -> None:
+        """Tell the thread something we wrote, in the turn's stream when there is one."""
+        if turn is None:
+            await self.chat.post(thread.channel, text, thread_ts=thread.thread_ts)
+            return
+        await turn.markdown(("\n\n" if turn.shown else "") + text)
+        await self._finish(thread, turn)
 
     async def _post_cards(
         self, run_id: str, events: list[InteractionEvent], thread: Thread
@@ -337,21 +561,24 @@ class Conversations:
             )
             await self.show_closed(claim.record)
 
-    async def show_closed(self, record: InteractionRecord) -> None:
+    async def show_closed(self, record: InteractionRecord, *, note: str | None = None) -> None:
         """Bring the card up to date with the record: answered, expired, superseded, ...
-        (an update that repeats one already made changes nothing)."""
+        (an update that repeats one already made changes nothing); `note` replaces the line
+        that says how it closed."""
         if record.channel and record.message_ts:
             card = blocks.render(record)
+            if note is not None and card["blocks"]:
+                card["blocks"][-1] = {"type": "section", "text": {"type": "mrkdwn", "text": note}}
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
 
-    async def _failed(self, thread: Thread, doing: str) -> None:
+    async def _failed(self, thread: Thread, doing: str, turn: AgentTurn | None) -> None:
         log.exception("failed while %s in %s/%s", doing, thread.channel, thread.thread_ts)
-        await self.chat.post(
-            thread.channel,
+        await self._say(
+            thread,
+            turn,
             "Sorry, something went wrong on my side. The details are in the bot's log.",
-            thread_ts=thread.thread_ts,
         )
 
 

@@ -55,6 +55,9 @@ class Dispatch:
             await self.on_click(body["payload"], work)
         elif item.kind == "view":
             await self._on_modal_answer(body, work)
+        elif item.kind == "stop":
+            thread = Thread(channel=str(body["channel"]), thread_ts=str(body["thread_ts"]))
+            await self.conversations.stop(thread, user=str(body["user"]))
         elif item.kind == "recover":
             await self.answers.recover_run(str(body["run_id"]), work=work)
         else:
@@ -168,7 +171,9 @@ class Dispatch:
             return
         if not text:
             text = "Hello!"
-        await self.conversations.start(thread, text=text, message_ts=ts, run_id=work.run_id("turn"))
+        await self.conversations.start(
+            thread, text=text, message_ts=ts, run_id=work.run_id("turn"), retry=work.retry
+        )
 
 
 def _without_mention(text: str, bot_user_id: str | None) -> str:

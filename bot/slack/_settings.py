@@ -21,6 +21,10 @@ from ._worker import WORK_LEASE
 __all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+SlackUi = Literal["auto", "agent", "classic"]
+"""How answers show in Slack: `agent` sessions (status, streamed text, tasks, the stop button),
+`classic` messages (a reaction while working, one message per answer), or `auto`: agent until
+Slack says the app is not an agent, then classic."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -97,6 +101,8 @@ class Settings(BaseSettings):
     handback_thread_lease_ttl: Annotated[float, NoDecode] = THREAD_LEASE_TTL
     """How long a thread stays blocked after the process running its turn died; a live
     process refreshes its lease, so a long turn never loses it."""
+    handback_slack_ui: SlackUi = "auto"
+    """`auto`, `agent` or `classic` (see `SlackUi`)."""
     handback_log_level: LogLevel = "INFO"
 
     @field_validator("slack_bot_token")

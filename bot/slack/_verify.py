@@ -37,11 +37,13 @@ __all__ = [
     "CheckedSocketModeHandler",
     "EventCallback",
     "PersonEvent",
+    "SessionStopped",
     "SlackGate",
     "UrlVerification",
     "ViewSubmission",
     "check_payload",
     "person_event",
+    "session_stopped",
 ]
 
 log = logging.getLogger("handback.slack")
@@ -54,6 +56,7 @@ _WINDOW: Final = 60 * 5
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _PERSON_EVENTS: Final = frozenset({"message", "app_mention"})
+_STOP_EVENT: Final = "agent_session_stopped"
 _REASON_LIMIT: Final = 200
 
 
@@ -133,6 +136,32 @@ class PersonEvent(_Context):
     inputs: dict[str, Any] | None = None
     message: _Nested | None = None
     previous_message: _Nested | None = None
+
+
+class SessionStopped(_Model):
+    """`agent_session_stopped`: someone pressed stop on the thread's agent session."""
+
+    type: Literal["agent_session_stopped"]
+    channel: Annotated[str, Field(min_length=1, max_length=64)]
+    thread_ts: Annotated[str, Field(min_length=1, max_length=64)]
+    user: Annotated[str, Field(min_length=1, max_length=64)]
+    streaming_message_ts: list[str] = []
+    event_ts: str | None = None
+
+
+class _StopCallback(_Envelope):
+    type: Literal["event_callback"]
+    event_id: str | None = None
+    event: SessionStopped
+
+
+def session_stopped(body: Any) -> SessionStopped | None:
+    """The `agent_session_stopped` event of a body the edge let through, typed."""
+    try:
+        return _StopCallback.model_validate(body if isinstance(body, dict) else {}).event
+    except ValidationError as error:
+        log.warning("ignored a stop that does not fit: %s", _reason(error))
+        return None
 
 
 class _AnyEvent(_Model):
@@ -385,6 +414,8 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
         _check(model, body)
         if model is EventCallback and body["event"]["type"] in _PERSON_EVENTS:
             _check(_PersonCallback, body)
+        if model is EventCallback and body["event"]["type"] == _STOP_EVENT:
+            _check(_StopCallback, body)
     except Misfit as error:
         status = 200 if model is EventCallback else 400
         return Refused(status=status, reason=f"{kind} does not fit: {error}")
@@ -397,7 +428,7 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
 def _unheard(kind: str, body: dict[str, Any]) -> str | None:
     """Why no listener takes this (fitting) payload, or None; Bolt would answer 404 and log a
     page of advice, and Slack would send an event again, so the edge acks it instead."""
-    if kind == "event_callback" and body["event"]["type"] not in _PERSON_EVENTS:
+    if kind == "event_callback" and body["event"]["type"] not in {*_PERSON_EVENTS, _STOP_EVENT}:
         return f"no listener for events of type {repr(body['event']['type'])[:_REASON_LIMIT]}"
     if kind == "block_actions" and not blocks.ACTION_PATTERN.match(body["actions"][0]["action_id"]):
         return "a click on a control that is not handback's"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import expect
 
-from bot import chatops
+from bot import Agent, Tool, chatops
 from bot.playground import Playground
+from bot.testing import FunctionModel
 
 pytestmark = pytest.mark.browser
 
@@ -236,3 +238,70 @@ async def test_mrkdwn_and_block_kit_render_as_text_never_as_markup(
     await expect(message.locator(".btn.danger")).to_have_text("No")
     await expect(message.locator("select option")).to_have_count(4)
     await expect(message.locator("input[type=checkbox]")).to_have_count(6)
+
+
+async def test_agent_session_in_the_browser(playground: Playground, browser_page: Any) -> None:
+    """The thread shows the session's status chip, the tool call as a task card (pending while
+    it waits for approval, complete after), and the answer streamed into the thread."""
+    page = browser_page
+    await open_page(page, playground)
+    await act_as(page, "U0ALICE")
+    await say(page, "deploy api 2.3 to prod")
+
+    thread = page.locator("#thread")
+    chip = page.locator("#thread-status .chip")
+    await expect(chip).to_have_attribute("data-status", "suspended")
+    await expect(chip).to_contain_text("is waiting on someone")
+    waiting = thread.locator(".task[data-status='pending']")
+    await expect(waiting).to_contain_text("Waiting for approval: deploy")
+    await expect(page.locator("#thread-status .stop")).to_have_count(0)
+
+    await act_as(page, "U0BOB")
+    card = thread.locator(".msg", has_text="Approval needed")
+    await card.get_by_role("button", name="Approve", exact=True).click()
+    await expect(chip).to_have_attribute("data-status", "active")
+    await expect(thread.locator(".task[data-status='complete']")).to_contain_text("deploy")
+    await expect(thread).to_contain_text("Deployed api 2.3 to prod (was 1.4.2).")
+    await expect(thread.locator(".cursor")).to_have_count(0)
+
+
+class _Held:
+    """A tool that waits until released, so the session stays `processing`."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.ended = False
+
+    async def restart(self, service: str) -> str:
+        """Restart a service, slowly."""
+        await self.release.wait()
+        self.ended = True
+        return f"restarted {service}"
+
+
+async def test_the_stop_button_stops_the_turn(browser_page: Any) -> None:
+    held = _Held()
+
+    def script(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return f"Tool said: {messages[-1]['content']}"
+        return [{"name": "restart", "arguments": {"service": "api"}}]
+
+    agent = Agent(name="slow", model=FunctionModel(script), tools=[Tool(held.restart)])
+    page = browser_page
+    async with Playground(agent, environ={}) as playground:
+        await open_page(page, playground)
+        await act_as(page, "U0ALICE")
+        await say(page, "restart api")
+        chip = page.locator("#thread-status .chip")
+        await expect(chip).to_have_attribute("data-status", "processing")
+        await expect(page.locator("#thread .task[data-status='in_progress']")).to_contain_text(
+            "restart"
+        )
+        await page.locator("#thread-status .stop").click()
+        await expect(chip).to_have_attribute("data-status", "active")
+        await expect(page.locator("#thread")).to_contain_text("Stopped by @alice.")
+        await expect(page.locator("#thread-status .stop")).to_have_count(0)
+        held.release.set()
+        await asyncio.sleep(0.1)
+        assert not held.ended

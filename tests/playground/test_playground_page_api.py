@@ -287,3 +287,39 @@ async def test_two_approvers_at_once_one_wins_the_other_is_told(page: PageClient
     assert told(await page.state(winner)) == []
     await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to prod"))
     assert chatops.fleet.versions[("api", "prod")] == "2.3"
+
+
+async def test_the_page_shows_the_session_and_its_stop_is_checked(page: PageClient) -> None:
+    ts = await start(page, "deploy api 2.3 to prod")
+
+    def suspended(state: dict[str, Any]) -> Any:
+        return [s for s in state["statuses"] if s["thread_ts"] == ts and s["status"] == "suspended"]
+
+    [session] = await page.wait_for("U0ALICE", suspended)
+    assert session["title"] == "deploy api 2.3 to prod"
+    [streamed] = [m for m in bot_replies(await page.state("U0ALICE"), "") if m["chunks"]]
+    assert [c["title"] for c in streamed["chunks"] if c["type"] == "task_update"] == [
+        "deploy",
+        "Waiting for approval: deploy",
+    ]
+    assert streamed["streaming"] is False
+
+    status, answer = await page.post(
+        "/api/stop", {"user": "U0ALICE", "channel": "C0DEPLOYS", "thread_ts": "1.0"}
+    )
+    assert status == 400 and "no thread '1.0'" in answer["error"]
+    status, answer = await page.post(
+        "/api/stop", {"user": "U0NOBODY", "channel": "C0DEPLOYS", "thread_ts": ts}
+    )
+    assert status == 400 and "no person" in answer["error"]
+    status, answer = await page.post(
+        "/api/stop", {"user": "U0ALICE", "channel": "C0DEPLOYS", "thread_ts": ts}
+    )
+    assert (status, answer) == (200, {"ok": True, "status": 200})
+
+    def cancelled(state: dict[str, Any]) -> Any:
+        return bot_replies(state, "stopped by")
+
+    [card] = await page.wait_for("U0ALICE", cancelled)
+    assert element(card, "hb:approve") is None
+    assert chatops.fleet.versions[("api", "prod")] == "1.4.2"

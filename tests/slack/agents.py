@@ -257,9 +257,24 @@ def _durable_script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]
     return _memory(messages)
 
 
+async def _pondering_script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """`ponder …` is a slow model call: it waits for the `release` file (60 s at most)."""
+    last = _last(messages)
+    if last["role"] == "user" and str(last["content"]).startswith("ponder"):
+        _executed("ponder", "start")
+        release = _marks() / "release"
+        for _ in range(3000):
+            if release.exists():
+                break
+            await asyncio.sleep(0.02)
+        _executed("ponder", "end")
+        return "pondered"
+    return _durable_script(messages)
+
+
 durable_agent = Agent(
     name="durable",
-    model=FunctionModel(_durable_script),
+    model=FunctionModel(_pondering_script),
     tools=[
         Tool(durable_deploy, name="deploy", requires_approval=True),
         lookup,
@@ -269,7 +284,7 @@ durable_agent = Agent(
     ],
 )
 """`deploy …` asks to approve a deploy, `lookup …`, `slow …` and `blocking …` (a sync `slow`)
-run a tool without asking,
+run a tool without asking, `ponder …` is a slow model call,
 `name …` asks a question answered by a thread reply, then acts on it; anything else is
 answered with what the thread said so far."""
 

@@ -243,10 +243,13 @@ def test_manifest_asks_for_what_the_app_uses() -> None:
     lines = {line.split("#", 1)[0].strip() for line in text.splitlines()}
     for scope in ["app_mentions:read", "chat:write", "im:history", "channels:history"]:
         assert f"- {scope}" in lines
-    for scope in ["reactions:write", "usergroups:read"]:
+    for scope in ["reactions:write", "usergroups:read", "assistant:write", "mpim:history"]:
         assert f"- {scope}" in lines
-    for event in ["app_mention", "message.im", "message.channels"]:
+    assert "- users:read" not in lines  # nothing reads users
+    for event in ["app_mention", "message.im", "message.mpim", "message.channels"]:
         assert f"- {event}" in lines
+    assert "- agent_session_stopped" in lines
+    assert "agent_view:" in lines
     assert "is_enabled: true" in lines  # interactivity
     assert "socket_mode_enabled: true" in lines
 

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.models.messages.chunk import MarkdownTextChunk, TaskUpdateChunk
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -46,11 +47,6 @@ async def test_web_api_round_trip(slack: LocalSlack) -> None:
     assert (await client.users_info(user=ALICE))["user"]["name"] == "alice"
     await client.chat_postEphemeral(channel=CHANNEL, user=ALICE, text="psst")
     assert [e.text for e in slack.ephemerals_for(ALICE)] == ["psst"]
-    await client.api_call(
-        "assistant.threads.setStatus",
-        json={"channel_id": CHANNEL, "thread_ts": ts, "status": "is thinking"},
-    )
-    assert slack.statuses[-1]["status"] == "is thinking"
     await client.chat_delete(channel=CHANNEL, ts=ts)
     assert slack.message(CHANNEL, ts) is None
 
@@ -188,3 +184,78 @@ async def test_closed_local_slack_cannot_restart() -> None:
     await slack.aclose()
     with pytest.raises(RuntimeError):
         await slack.start()
+
+
+async def test_agent_session_and_stream_methods(slack: LocalSlack) -> None:
+    slack.agent_refusal = None  # declared as an agent
+    client = _client(slack)
+    asked = await slack.post_user_message(ALICE, CHANNEL, "deploy", deliver=False)
+    await client.agents_sessions_setStatus(
+        channel_id=CHANNEL,
+        thread_ts=asked.ts,
+        status="processing",
+        title="deploy",
+        initiator_user_id=ALICE,
+    )
+    started = await client.chat_startStream(
+        channel=CHANNEL,
+        thread_ts=asked.ts,
+        recipient_user_id=ALICE,
+        recipient_team_id=slack.team_id,
+        chunks=[TaskUpdateChunk(id="t1", title="deploy", status="in_progress")],
+    )
+    ts = started["ts"]
+    await client.chat_appendStream(channel=CHANNEL, ts=ts, markdown_text="Hello ")
+    await client.chat_appendStream(
+        channel=CHANNEL,
+        ts=ts,
+        chunks=[
+            MarkdownTextChunk(text="world"),
+            TaskUpdateChunk(id="t1", title="deploy", status="complete", output="ok"),
+        ],
+    )
+    await client.chat_stopStream(channel=CHANNEL, ts=ts, session_status="active")
+    message = slack.message(CHANNEL, ts)
+    assert message is not None and message.text == "Hello world" and not message.streaming
+    assert message.tasks()["t1"]["status"] == "complete"
+    session = slack.sessions[(CHANNEL, asked.ts)]
+    assert (session.title, session.initiator_user_id) == ("deploy", ALICE)
+    assert session.history == ["processing", "active"]
+
+    for call, error in [
+        (
+            client.chat_appendStream(channel=CHANNEL, ts=ts, markdown_text="late"),
+            "message_not_in_streaming_state",
+        ),
+        (client.chat_startStream(channel=CHANNEL, thread_ts=asked.ts), "missing_recipient_user_id"),
+        (
+            client.chat_startStream(
+                channel=CHANNEL,
+                thread_ts=asked.ts,
+                recipient_user_id=ALICE,
+                recipient_team_id=slack.team_id,
+                chunks=[{"type": "task_update", "id": "t", "title": "x", "status": "done"}],
+            ),
+            "invalid_chunks",
+        ),
+        (
+            client.agents_sessions_setStatus(channel_id=CHANNEL, thread_ts=asked.ts, status="busy"),
+            "invalid_status",
+        ),
+    ]:
+        with pytest.raises(SlackApiError) as caught:
+            await call
+        assert caught.value.response["error"] == error
+
+
+@pytest.mark.parametrize("refusal", ["not_authorized", "missing_scope", "unknown_method"])
+async def test_an_app_not_declared_as_an_agent_is_refused(slack: LocalSlack, refusal: str) -> None:
+    slack.agent_refusal = refusal
+    client = _client(slack)
+    asked = await slack.post_user_message(ALICE, CHANNEL, "hi", deliver=False)
+    with pytest.raises(SlackApiError) as caught:
+        await client.agents_sessions_setStatus(
+            channel_id=CHANNEL, thread_ts=asked.ts, status="processing"
+        )
+    assert caught.value.response["error"] == refusal
+    assert (await client.chat_postMessage(channel=CHANNEL, text="still fine"))["ok"]

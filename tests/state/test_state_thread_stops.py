@@ -1,0 +1,47 @@
+"""Stop marks and stream messages: what the Slack app keeps so that a stop reaches the process
+running a turn, and a retried turn finds the message its first attempt streamed into."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from state import CorruptRecordError, RedisStore, SQLiteStore, Store, ThreadStop
+from state._url import sqlite_path
+
+from .conftest import raw_client, redis_keys
+
+
+async def test_the_last_stop_of_a_thread_is_kept(store: Store) -> None:
+    assert await store.thread_stop("C1", "1.1") is None
+    await store.stop_thread("C1", "1.1", ThreadStop(user="U1", at=100.5))
+    await store.stop_thread("C1", "1.1", ThreadStop(user="U2", at=101.25))
+    await store.stop_thread("C1:x", "1.1", ThreadStop(user="U3", at=1.0))
+    assert await store.thread_stop("C1", "1.1") == ThreadStop(user="U2", at=101.25)
+    assert await store.thread_stop("C1:x", "1.1") == ThreadStop(user="U3", at=1.0)
+    assert await store.thread_stop("C1", "1.2") is None
+    assert await store.thread_stop("C2", "1.1") is None
+
+
+async def test_a_run_remembers_the_message_it_streams_into(store: Store) -> None:
+    assert await store.run_stream("run-1") is None
+    await store.set_run_stream("run-1", "1700000000.000100")
+    await store.set_run_stream("run-2", "1700000000.000200")
+    assert await store.run_stream("run-1") == "1700000000.000100"
+    assert await store.run_stream("run-2") == "1700000000.000200"
+
+
+async def test_a_corrupt_stop_mark_is_reported(store: Store, store_url: str) -> None:
+    await store.stop_thread("C1", "1.1", ThreadStop(user="U1", at=1.0))
+    if isinstance(store, RedisStore):
+        client = raw_client(store_url)
+        await client.set(redis_keys(store).thread_stop("C1", "1.1"), '{"user": 5}')
+        await client.aclose()
+    else:
+        assert isinstance(store, SQLiteStore)
+        with sqlite3.connect(sqlite_path(store_url)) as conn:
+            conn.execute("UPDATE thread_stops SET rec = '{\"user\": 5}'")
+        conn.close()
+    with pytest.raises(CorruptRecordError, match="thread stop"):
+        await store.thread_stop("C1", "1.1")
