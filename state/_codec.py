@@ -68,8 +68,8 @@ def decode_run(data: Raw, *, key: str, run_id: str, resumed_by: Raw | None) -> R
     """The stored run; `resumed_by` is kept apart from the JSON so a claim need not rewrite it.
 
     A record saved before a field existed (`root_id`, `id_scheme`, `message`, the journal's
-    `started` and `results`) gets the field's default, which is chosen to mean what that record
-    meant: `id_scheme` 1, the interaction ids of its time; an empty journal.
+    `started` and `results`, `nested`) gets the field's default, which is chosen to mean what
+    that record meant: `id_scheme` 1, the interaction ids of its time; an empty journal.
     """
     run = _validate(_RUN, data, key=key, kind="run")
     if run.run_id != run_id:

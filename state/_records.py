@@ -15,6 +15,7 @@ __all__ = [
     "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",
+    "NestedRun",
     "PendingCall",
     "PendingInteraction",
     "RunClaim",
@@ -56,6 +57,17 @@ class PendingCall:
 
 
 @dataclass(kw_only=True)
+class NestedRun:
+    """A pending call whose tool is an agent: the inner run that paused, and what it waits for.
+
+    The inner run's interactions are the outer run's too (people answer them there); this says
+    which of them the call owns and which run to resume with their answers."""
+
+    run_id: str
+    interaction_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
 class RunRecord:
     """Everything needed to resume or continue a run with a single store read."""
 
@@ -94,6 +106,8 @@ class RunRecord:
     results: dict[str, str] = field(default_factory=dict)
     """Journal of a `running` run: results of `pending_calls` by tool call id, saved as each
     call returned, so a continued run never runs them again."""
+    nested: dict[str, NestedRun] = field(default_factory=dict)
+    """By tool call id of `pending_calls`: the inner run a call to an agent paused on."""
 
 
 @dataclass(kw_only=True)
