@@ -14,6 +14,7 @@ from typing import Any
 
 from state import PendingCall, RunRecord, Store, StoreError, open_store
 
+from ._command import as_command_input, command_output, direct_call
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
 from ._journal import (
     INTERRUPTED_BY_CRASH,
@@ -83,6 +84,13 @@ class Agent:
         self.max_iterations = max_iterations
         self.store: Store | None = store
         """Where runs are saved; None opens `HANDBACK_STORE` (default SQLite) on first use."""
+        self.commands: dict[str, Tool] = {}
+        """The tools people may run as slash commands, by command (`/deploy`)."""
+        for tool in self.tools.values():
+            if tool.command is not None:
+                if tool.command in self.commands:
+                    raise UsageError(f"Agent `{name}` has two tools for `{tool.command}`")
+                self.commands[tool.command] = tool
         self._tool_specs = [tool.spec() for tool in self.tools.values()]
         self._owned = AsyncExitStack()
         self._store_lock = asyncio.Lock()
@@ -135,6 +143,29 @@ class Agent:
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
         return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        text: str | None = None,
+        run_id: str | None = None,
+    ) -> AgentRun:
+        """A run that calls one tool directly, as a person's command does (`/deploy api 2.3`):
+        through the approval gate like a call of the model, without the model; the tool's
+        result is the output. `text` is what the person typed (the run's user message).
+
+        The run is a conversation like any other: resumed with `parent_id` and `resume`, and
+        continued by the model with `parent_id` and a prompt.
+        """
+        if name not in self.tools:
+            raise UsageError(f"Agent `{self.name}` has no tool `{name}`")
+        if not isinstance(arguments, dict):
+            raise UsageError(f"arguments must be a dict, got {type(arguments).__name__}")
+        run = self(prompt=text if text is not None else f"Run `{name}`.", run_id=run_id)
+        run.direct = direct_call(name, arguments, run.run_id)
+        return run
 
     def _nested_run(
         self,
@@ -212,6 +243,9 @@ class AgentRun:
         path and the tool's (`outer.inner`). Its handlers' interaction ids hash it in."""
         self._store = store
         """The caller's store, for an agent used as a tool; else the agent's own."""
+        self.direct: PendingCall | None = None
+        """The tool call a person made (`Agent.call_tool`): the run's one step, without the
+        model."""
         self.prompt = prompt
         self.parent_id = parent_id
         self.resume = resume
@@ -319,6 +353,11 @@ class AgentRun:
                     for event in ended:
                         yield event
                     return
+                output = command_output(run)
+                if output is not None:  # a person's command: its result is the answer
+                    run.output = output
+                    yield await self._finish(store, run, "success")
+                    return
             if iterations >= agent.max_iterations:
                 message = f"Agent `{agent.name}` stopped after {agent.max_iterations} model calls"
                 yield await self._finish(
@@ -417,6 +456,8 @@ class AgentRun:
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
         run.transcript.append({"role": "user", "content": self.prompt})
+        if self.direct is not None:
+            as_command_input(run, self.direct)
         return run
 
     def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:
