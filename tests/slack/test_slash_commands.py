@@ -3,13 +3,17 @@ the approval gate in a thread of its own; bad and unknown commands are answered 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 import pytest
 
 from blocks import ACTION_APPROVE
 from bot import Agent, Tool
+from bot.playground._slack import LocalSlack
+from bot.slack import SlackBot, load_settings
 from bot.testing import FunctionModel
+from state import open_store
 
 from .conftest import ALICE, BOB, CHANNEL, DAVE, BotFactory
 
@@ -119,3 +123,36 @@ async def test_a_command_is_a_signed_form_post(make_bot: BotFactory) -> None:
         await h.bot.drain()
         assert (forged.status, malformed.status) == (401, 400)
         assert h.slack.bot_messages() == [] and DEPLOYS == []
+
+
+async def test_a_command_over_socket_mode(slack: LocalSlack, store_url: str) -> None:
+    settings = load_settings(
+        slack_bot_token=slack.bot_token,
+        slack_app_token=slack.app_token,
+        slack_api_url=slack.api_url,
+        handback_store=store_url,
+    )
+    slack.delivery = "socket"
+    stop = asyncio.Event()
+    async with (
+        open_store(store_url) as store,
+        SlackBot(agent=_agent(), store=store, settings=settings, loops=False) as bot,
+    ):
+        connection = asyncio.create_task(bot.run_socket_mode(slack.app_token, stop))
+        try:
+            await slack.wait_for(lambda: slack.socket_connected)
+            bad = await slack.run_command(ALICE, CHANNEL, "/deploy", "api")
+            good = await slack.run_command(ALICE, CHANNEL, "/deploy", "web 3.1 prod")
+            await bot.drain()
+            assert (bad.status, good.status) == (200, 200)
+            assert [e.text.split("\n")[0] for e in slack.ephemerals_for(ALICE)] == [
+                "Missing `version`."
+            ]
+            [opening] = [m for m in slack.bot_messages() if m.thread_ts is None]
+            [card] = slack.bot_messages(thread_ts=opening.ts)
+            assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+            await bot.drain()
+            assert DEPLOYS == [{"service": "web", "version": "3.1", "environment": "prod"}]
+        finally:
+            stop.set()
+            await connection
