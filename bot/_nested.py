@@ -17,9 +17,9 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from state import NestedRun, PendingCall, PendingInteraction, RunRecord, Store
+from state import NestedRun, PendingCall, PendingInteraction, RunRecord, Store, StoreError
 
-from ._errors import ResumeError, UsageError
+from ._errors import HandbackError, UsageError
 from ._suspend import Cancel, Cancelled, Suspended, current_scope
 from ._tool import ApprovalRule, Tool
 from .events import InteractionEvent, OutputEvent
@@ -153,7 +153,8 @@ async def cancel_nested(
 
     The cancelling run's id is derived from the inner run's, so a retry of the caller finds it
     and replays it instead of cancelling twice. A refusal (the inner run was resumed by someone
-    else, or ended) is logged: the caller ends cancelled either way.
+    else or ended, or a deploy renamed the inner agent) is logged: the caller ends cancelled
+    either way. A store failure is not a refusal: it propagates, and a retry cancels again.
     """
     for call in calls:
         inner = run.nested.get(call.tool_call_id)
@@ -170,5 +171,7 @@ async def cancel_nested(
         )
         try:
             await cancelling._settled()
-        except ResumeError as exc:
+        except StoreError:
+            raise
+        except HandbackError as exc:
             log.warning("run %s: inner run %s not cancelled: %s", run.run_id, inner.run_id, exc)

@@ -364,3 +364,17 @@ async def test_a_new_message_cancels_the_inner_run_it_supersedes(store: Store) -
     assert inner_run is not None and inner_run.resumed_by is not None
     ended = await store.load_run(inner_run.resumed_by)
     assert ended is not None and (ended.status, ended.message) == ("cancelled", "superseded")
+
+
+async def test_cancel_ends_the_outer_run_even_when_the_inner_one_cannot_be_resumed(
+    store: Store,
+) -> None:
+    inner = _agent(store, "inner", script(ASK), [ask_user])
+    (p,), _, _ = await events_of(_outer(store, inner)(prompt="q", run_id="old"))
+    # After a deploy, the tool `inner` is backed by another agent, which may not resume the
+    # paused inner run (it belongs to agent `inner`): the cancel is refused down there.
+    other = _agent(store, "other", script(ASK), [ask_user]).as_tool()
+    other.name = "inner"
+    outer = _agent(store, "outer", script(), [other])
+    result = await outer(parent_id="old", resume={p.interaction_id: Cancel("stop")}).collect()
+    assert (result.status.code, result.status.reason) == ("cancelled", "cancelled")
