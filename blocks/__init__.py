@@ -26,6 +26,7 @@ from ._answers import (
     resolve_answer,
 )
 from ._card import Message, render_card
+from ._command import CommandError, command_usage, parse_command
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._ids import (
@@ -80,6 +81,7 @@ __all__ = [
     "CallbackName",
     "CardAction",
     "CardIntent",
+    "CommandError",
     "InputValue",
     "InvalidAnswer",
     "Message",
@@ -87,9 +89,11 @@ __all__ = [
     "accepts_text_reply",
     "answer_from_submission",
     "answer_from_text",
+    "command_usage",
     "escape",
     "page_from_action",
     "parse_block_action",
+    "parse_command",
     "parse_view_submission",
     "render",
     "render_answered",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from state import PendingCall, RunRecord, Store, StoreError, open_store
 
+from ._command import as_command_input, command_output, direct_call
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
 from ._journal import (
     INTERRUPTED_BY_CRASH,
@@ -23,11 +24,12 @@ from ._journal import (
     tool_message,
 )
 from ._model import Model, ModelResponse, ToolCall, resolve_model
+from ._nested import AgentTool, cancel_nested
 from ._replay import EventCode, interaction_event, output_event, replayed
 from ._schema import check_answer
 from ._step import APPROVAL_SCHEMA, Outcome, Step
 from ._suspend import Cancel
-from ._tool import Tool, as_tool
+from ._tool import ApprovalRule, Tool, as_tool
 from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 
 __all__ = ["APPROVAL_SCHEMA", "Agent", "AgentRun"]
@@ -69,16 +71,19 @@ class Agent:
         system_prompt: str | None = None,
         max_iterations: int = 10,
         store: Store | None = None,
+        description: str | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise UsageError(f"Agent name must be a non-empty string, got {name!r}")
         if max_iterations < 1:
             raise UsageError(f"max_iterations must be at least 1, got {max_iterations!r}")
         self.name = name
+        self.description = description
+        """What the agent does, for the model of an agent that uses this one as a tool."""
         self.model = resolve_model(model)
         self.tools: dict[str, Tool] = {}
         for item in tools:
-            tool = as_tool(item)
+            tool = item.as_tool() if isinstance(item, Agent) else as_tool(item)
             if tool.name in self.tools:
                 raise UsageError(f"Agent `{name}` has two tools named `{tool.name}`")
             self.tools[tool.name] = tool
@@ -86,12 +91,27 @@ class Agent:
         self.max_iterations = max_iterations
         self.store: Store | None = store
         """Where runs are saved; None opens `HANDBACK_STORE` (default SQLite) on first use."""
+        self.commands: dict[str, Tool] = {}
+        """The tools people may run as slash commands, by command (`/deploy`)."""
+        for tool in self.tools.values():
+            if tool.command is not None:
+                if tool.command in self.commands:
+                    raise UsageError(f"Agent `{name}` has two tools for `{tool.command}`")
+                self.commands[tool.command] = tool
         self._tool_specs = [tool.spec() for tool in self.tools.values()]
         self._owned = AsyncExitStack()
         self._store_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)!r})"
+
+    def as_tool(
+        self, *, description: str | None = None, requires_approval: ApprovalRule = False
+    ) -> Tool:
+        """This agent as a tool of another agent (what `tools=[agent]` does with defaults): the
+        model sends it a prompt, its answer is the tool result, and its pauses pause the caller
+        (see `bot/_nested.py`)."""
+        return AgentTool(self, description=description, requires_approval=requires_approval)
 
     def __call__(
         self,
@@ -131,6 +151,50 @@ class Agent:
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
         return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
 
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        text: str | None = None,
+        run_id: str | None = None,
+    ) -> AgentRun:
+        """A run that calls one tool directly, as a person's command does (`/deploy api 2.3`):
+        through the approval gate like a call of the model, without the model; the tool's
+        result is the output. `text` is what the person typed (the run's user message).
+
+        The run is a conversation like any other: resumed with `parent_id` and `resume`, and
+        continued by the model with `parent_id` and a prompt.
+        """
+        if name not in self.tools:
+            raise UsageError(f"Agent `{self.name}` has no tool `{name}`")
+        if not isinstance(arguments, dict):
+            raise UsageError(f"arguments must be a dict, got {type(arguments).__name__}")
+        run = self(prompt=text if text is not None else f"Run `{name}`.", run_id=run_id)
+        run.direct = direct_call(name, arguments, run.run_id)
+        return run
+
+    def _nested_run(
+        self,
+        *,
+        prompt: str | None,
+        parent_id: str | None,
+        resume: dict[str, Any] | None,
+        run_id: str,
+        path: str,
+        store: Store,
+    ) -> AgentRun:
+        """A run of this agent as a tool of another (`bot/_nested.py` derives the arguments)."""
+        return AgentRun(
+            self,
+            prompt=prompt,
+            parent_id=parent_id,
+            resume=resume,
+            run_id=run_id,
+            path=path,
+            store=store,
+        )
+
     async def get_store(self) -> Store:
         if self.store is None:
             async with self._store_lock:
@@ -160,6 +224,8 @@ class _Begin:
     claim: RunRecord | None = None
     """The paused parent to claim before the run starts."""
     cancel_reason: str | None = None
+    superseded: RunRecord | None = None
+    """The paused parent a new message moves on from: inner runs it waits on are cancelled."""
     durable: bool = False
     """Whether `run.pending_calls` came from the store (see `Step.durable`)."""
 
@@ -175,8 +241,18 @@ class AgentRun:
         parent_id: str | None,
         resume: dict[str, Any] | None,
         run_id: str | None = None,
+        path: str | None = None,
+        store: Store | None = None,
     ) -> None:
         self.agent = agent
+        self.path = path or agent.name
+        """Where the run sits: the agent's name, or for an agent used as a tool the caller's
+        path and the tool's (`outer.inner`). Its handlers' interaction ids hash it in."""
+        self._store = store
+        """The caller's store, for an agent used as a tool; else the agent's own."""
+        self.direct: PendingCall | None = None
+        """The tool call a person made (`Agent.call_tool`): the run's one step, without the
+        model."""
         self.prompt = prompt
         self.parent_id = parent_id
         self.resume = resume
@@ -206,6 +282,14 @@ class AgentRun:
         assert self.output is not None
         return self.output
 
+    async def _settled(self) -> tuple[list[InteractionEvent], OutputEvent]:
+        """Run without streaming: the interactions it paused on, and its output (how an agent
+        used as a tool runs; its text is the caller's tool result, not the caller's stream)."""
+        self._start()
+        pending = [e async for e in self._events(stream=False) if isinstance(e, InteractionEvent)]
+        assert self.output is not None
+        return pending, self.output
+
     def _start(self) -> None:
         # Running twice would execute the tools again and overwrite the saved run of this id.
         if self._started:
@@ -217,13 +301,13 @@ class AgentRun:
     # The run itself ------------------------------------------------------------------------
 
     async def _events(self, *, stream: bool) -> AsyncIterator[Event]:
-        store = await self.agent.get_store()
+        store = self._store if self._store is not None else await self.agent.get_store()
         begin = await self._begin(store)
         run = begin.run
         if begin.replay:
             # An earlier attempt paused or ended: its events, so that a retry can post the card
             # or the answer that the crashed attempt may not have posted.
-            events, output = replayed(run, self.agent.name)
+            events, output = replayed(run, self.path)
             for earlier in events:
                 yield earlier
             self.output = output
@@ -233,7 +317,10 @@ class AgentRun:
         try:
             if begin.claim is not None:
                 await self._claim(store, begin.claim)
-            yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.agent.name)
+            if begin.superseded is not None:
+                parent = begin.superseded
+                await cancel_nested(self, store, parent, "superseded", parent.pending_calls)
+            yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.path)
             if begin.cancel_reason is not None:
                 yield await self._cancel(store, run, begin.cancel_reason, run.pending_calls)
                 return
@@ -262,7 +349,7 @@ class AgentRun:
         while True:
             if run.pending_calls:
                 step = Step(
-                    agent_name=agent.name,
+                    agent_name=self.path,
                     tools=agent.tools,
                     run=run,
                     journal=journal,
@@ -279,6 +366,11 @@ class AgentRun:
                     for event in ended:
                         yield event
                     return
+                output = command_output(run)
+                if output is not None:  # a person's command: its result is the answer
+                    run.output = output
+                    yield await self._finish(store, run, "success")
+                    return
             if iterations >= agent.max_iterations:
                 message = f"Agent `{agent.name}` stopped after {agent.max_iterations} model calls"
                 yield await self._finish(
@@ -289,7 +381,7 @@ class AgentRun:
             response: ModelResponse | None = None
             async for item in agent.model.respond(run.transcript, agent._tool_specs, stream=stream):
                 if isinstance(item, str):
-                    yield DeltaEvent(run_id=self.run_id, path=agent.name, text=item)
+                    yield DeltaEvent(run_id=self.run_id, path=self.path, text=item)
                 else:
                     response = item
             if response is None:
@@ -331,8 +423,10 @@ class AgentRun:
         cancelled = next((o.cancelled for o in outcomes if o.cancelled), None)
         if cancelled is not None:
             still_open = [o.call for o in outcomes if o.result is None]
+            # The inner runs those calls wait on now, this step's (not the parent's).
+            run.nested = {o.call.tool_call_id: o.nested for o in outcomes if o.nested is not None}
             return [await self._cancel(store, run, cancelled, still_open)]
-        waiting = [o for o in outcomes if o.suspended is not None]
+        waiting = [o for o in outcomes if o.suspended]
         if waiting:
             return await self._pause(store, run, waiting)
         _clear_step(run)
@@ -390,6 +484,8 @@ class AgentRun:
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
         run.transcript.append({"role": "user", "content": self.prompt})
+        if self.direct is not None:
+            as_command_input(run, self.direct)
         return run
 
     def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:
@@ -428,6 +524,7 @@ class AgentRun:
         run.input = parent.input if self.prompt is None else self.prompt
         run.pending_calls = list(parent.pending_calls)
         run.interactions = list(parent.interactions)
+        run.nested = dict(parent.nested)
         run.answers = {**parent.answers, **accepted}
         return _Begin(
             run=run, claim=self._to_claim(parent), cancel_reason=cancel_reason, durable=True
@@ -449,7 +546,8 @@ class AgentRun:
                 parent, started=INTERRUPTED_BY_CRASH, not_started=INTERRUPTED_BY_STOP
             )
         run.transcript.append({"role": "user", "content": self.prompt})
-        return _Begin(run=run, claim=claim)
+        superseded = parent if parent.status == "paused" and parent.nested else None
+        return _Begin(run=run, claim=claim, superseded=superseded)
 
     def _to_claim(self, parent: RunRecord) -> RunRecord | None:
         # Claimed already by this very run id: an earlier attempt that saved nothing after it.
@@ -481,21 +579,23 @@ class AgentRun:
 
     async def _pause(self, store: Store, run: RunRecord, waiting: list[Outcome]) -> list[Event]:
         run.pending_calls = [o.call for o in waiting]
-        run.interactions = [o.suspended for o in waiting if o.suspended is not None]
+        run.interactions = [i for o in waiting for i in o.suspended]
+        run.nested = {o.call.tool_call_id: o.nested for o in waiting if o.nested is not None}
         keep = {iid for o in waiting for iid in o.used_answers}
         run.answers = {k: v for k, v in run.answers.items() if k in keep}
         run.results, run.started = {}, []
         # Saved before any interaction is emitted: a caller may stop iterating at the first one
         # and still resume with its id.
         output = await self._finish(store, run, "cancelled", reason="input_required", paused=True)
-        path = self.agent.name
-        return [*(interaction_event(run, path, i) for i in run.interactions), output]
+        return [*(interaction_event(run, self.path, i) for i in run.interactions), output]
 
     async def _cancel(
         self, store: Store, run: RunRecord, reason: str, still_open: list[PendingCall]
     ) -> OutputEvent:
         """End the run `cancelled/cancelled` (an answer was `Cancel`); the calls still open get
-        `Cancelled: <reason>` so that a follow-up can continue from a valid transcript."""
+        `Cancelled: <reason>` so that a follow-up can continue from a valid transcript. Inner
+        runs those calls paused on are cancelled first (a retry cancels them again harmlessly)."""
+        await cancel_nested(self, store, run, reason, still_open)
         run.transcript += [
             tool_message(call.tool_call_id, f"Cancelled: {reason}") for call in still_open
         ]
@@ -519,7 +619,7 @@ class AgentRun:
             run.error = message
         self._closing = True
         await store.save_run(run)
-        self.output = output_event(run, self.agent.name)
+        self.output = output_event(run, self.path)
         return self.output
 
     async def _stop(self, journal: Journal, run: RunRecord) -> None:
@@ -592,7 +692,7 @@ def _calls_to_run(run: RunRecord) -> list[PendingCall]:
 
 def _clear_step(run: RunRecord) -> None:
     """Forget the step that just ended (its results are in the transcript now)."""
-    run.pending_calls, run.interactions, run.answers = [], [], {}
+    run.pending_calls, run.interactions, run.answers, run.nested = [], [], {}, {}
     run.results, run.started = {}, []
 
 

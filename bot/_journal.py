@@ -54,6 +54,10 @@ class Journal:
         self._lock = asyncio.Lock()
         self._inflight: asyncio.Future[None] | None = None
 
+    @property
+    def store(self) -> Store:
+        return self._store
+
     async def save(self) -> None:
         """Write the run as it is now (one round trip)."""
         async with self._lock:

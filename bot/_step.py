@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import PendingCall, PendingInteraction, RunRecord
+from state import NestedRun, PendingCall, PendingInteraction, RunRecord
 
 from ._journal import INTERRUPTED_BY_CRASH, Journal
-from ._redact import redact
+from ._redact import redact, redact_schema
 from ._suspend import Cancelled, HandlerScope, Suspended, current_scope
 from ._tool import ArgumentsError, Tool
 
@@ -40,7 +40,9 @@ class Outcome:
 
     call: PendingCall
     result: str | None = None
-    suspended: PendingInteraction | None = None
+    suspended: list[PendingInteraction] = field(default_factory=list)
+    """What the call waits for: one interaction, or those of the agent it called (`nested`)."""
+    nested: NestedRun | None = None
     cancelled: str | None = None
     used_answers: list[str] = field(default_factory=list)
     ran: bool = False
@@ -72,7 +74,7 @@ class Step:
     _running: int = 0
 
     async def execute(self) -> list[Outcome]:
-        carried = {i.tool_call_id: i for i in self.run.interactions}
+        carried = _waiting_by_call(self.run)
         self._outcomes = [self._classify(call, carried) for call in self.run.pending_calls]
         # Every call is prepared (tool found, arguments validated, approval policy read, gate
         # passed) before any handler runs: a policy that fails ends the run with no sibling
@@ -93,18 +95,17 @@ class Step:
                 outcome.used_answers = leftover
         return self._outcomes
 
-    def _classify(
-        self, call: PendingCall, carried: dict[str | None, PendingInteraction]
-    ) -> Outcome:
+    def _classify(self, call: PendingCall, carried: dict[str, list[PendingInteraction]]) -> Outcome:
         outcome = Outcome(call=call)
         saved = self.run.results.get(call.tool_call_id)
-        waiting = carried.get(call.tool_call_id)
+        waiting = carried.get(call.tool_call_id, [])
         tool = self.tools.get(call.name)
         if saved is not None:
             outcome.result = saved  # journaled by an earlier attempt: never run again
-        elif waiting is not None and waiting.interaction_id not in self.run.answers:
+        elif waiting and not any(i.interaction_id in self.run.answers for i in waiting):
             # Nobody answered this one: do not re-run its handler just to pause again.
             outcome.suspended = waiting
+            outcome.nested = self.run.nested.get(call.tool_call_id)
         elif call.tool_call_id in self.run.started and not (tool and tool.idempotent):
             # It ran in a process that died before its result was saved: running it again could
             # do twice what it did; saying so lets the model (and the people) decide.
@@ -138,6 +139,8 @@ class Step:
             answers=run.answers,
             run_id=run.run_id,
             root_id=run.root_id if run.id_scheme >= 2 else None,
+            store=self.journal.store,
+            nested=run.nested.get(call.tool_call_id),
         )
         ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
         if gated and not self._approved(ready):
@@ -154,10 +157,12 @@ class Step:
             "arguments": redact(to_jsonable_python(ready.arguments, fallback=str), tool.redact),
             "tool_call_id": outcome.call.tool_call_id,
         }
+        # For clients that build a form from the approval; left out of the id (see `suspend`).
+        shown = {"arguments_schema": redact_schema(tool.parameters, tool.redact)}
         try:
-            decision = ready.scope.suspend(payload, "approval", APPROVAL_SCHEMA)
+            decision = ready.scope.suspend(payload, "approval", APPROVAL_SCHEMA, unhashed=shown)
         except Suspended as pause:
-            outcome.suspended = pause.interaction
+            outcome.suspended = pause.interactions
             return False
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
@@ -195,7 +200,7 @@ class Step:
         try:
             self._resolve(outcome, _as_text(await tool.invoke(ready.arguments)))
         except Suspended as pause:
-            outcome.suspended = pause.interaction
+            outcome.suspended, outcome.nested = pause.interactions, pause.nested
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
         except Exception as exc:
@@ -215,7 +220,7 @@ class Step:
             # first: a retry may run it again.
             self.run.started.remove(outcome.call.tool_call_id)
         if self._running == 0 and any(
-            o.suspended is not None or o.cancelled is not None for o in self._outcomes
+            o.suspended or o.cancelled is not None for o in self._outcomes
         ):
             # The last handler of a step that pauses or ends cancelled: the save of the paused
             # (or cancelled) run follows at once, with this result in it.
@@ -229,6 +234,22 @@ class Step:
     def _resolve(self, outcome: Outcome, result: str) -> None:
         outcome.result = result
         self.run.results[outcome.call.tool_call_id] = result
+
+
+def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
+    """The interactions each pending call waits for: its own (by their `tool_call_id`), or for a
+    call to an agent, those of the inner run, whose `tool_call_id`s are the inner calls' ids and
+    may repeat an outer one (a model server that sends `call_0` in every conversation)."""
+    by_id = {i.interaction_id: i for i in run.interactions}
+    waiting: dict[str, list[PendingInteraction]] = {}
+    nested_ids: set[str] = set()
+    for call_id, inner in run.nested.items():
+        waiting[call_id] = [by_id[i] for i in inner.interaction_ids if i in by_id]
+        nested_ids.update(inner.interaction_ids)
+    for interaction in run.interactions:
+        if interaction.interaction_id not in nested_ids and interaction.tool_call_id is not None:
+            waiting.setdefault(interaction.tool_call_id, []).append(interaction)
+    return waiting
 
 
 def _decision(answer: Any) -> tuple[bool, str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from state import PendingInteraction
+from state import NestedRun, PendingInteraction, Store
 
 from ._errors import UsageError
 from ._schema import check_schema
@@ -44,11 +44,13 @@ class Cancel:
 
 
 class Suspended(BaseException):
-    """Raised by `suspend()` when no answer is available yet."""
+    """Raised by `suspend()` when no answer is available yet; by an agent used as a tool when
+    its run paused, with every interaction it waits for and that run (`nested`)."""
 
-    def __init__(self, interaction: PendingInteraction) -> None:
-        super().__init__(interaction.interaction_id)
-        self.interaction = interaction
+    def __init__(self, *interactions: PendingInteraction, nested: NestedRun | None = None) -> None:
+        super().__init__(*(i.interaction_id for i in interactions))
+        self.interactions = list(interactions)
+        self.nested = nested
 
 
 class Cancelled(BaseException):
@@ -130,13 +132,25 @@ class HandlerScope:
     run_id: str = ""
     root_id: str | None = None
     """Hashed into interaction ids (scheme 2); None for a run saved with scheme 1."""
+    store: Store | None = None
+    """The store of the run: an agent used as a tool saves its own runs there."""
+    nested: NestedRun | None = None
+    """For a call whose tool is an agent: the inner run the call paused on last time."""
     occurrences: dict[str, int] = field(default_factory=dict)
     used: list[str] = field(default_factory=list)
     """Answer ids this execution consumed; a run that pauses again must keep them."""
 
     def suspend(
-        self, payload: dict[str, Any], kind: str, response_schema: dict[str, Any] | None
+        self,
+        payload: dict[str, Any],
+        kind: str,
+        response_schema: dict[str, Any] | None,
+        *,
+        unhashed: dict[str, Any] | None = None,
     ) -> Any:
+        """The answer, or `Suspended`. `unhashed` joins the payload without entering the id:
+        what describes the tool rather than the call (its argument schema) may change with a
+        deploy, and the id of a paused interaction must not."""
         payload = as_json_payload(payload)
         canonical = _canonical(payload)
         index = self.occurrences.get(canonical, 0)
@@ -149,6 +163,8 @@ class HandlerScope:
             self.used.append(iid)
             return answer
         check_schema(response_schema)
+        if unhashed:
+            payload = {**payload, **as_json_payload(unhashed)}
         raise Suspended(
             PendingInteraction(
                 interaction_id=iid,

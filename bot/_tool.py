@@ -34,6 +34,8 @@ def mark_pure(handler: _F) -> _F:
 
 # What the Chat Completions API accepts as a function name; `str.isalnum` would let `é` through.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# What Slack accepts as a slash command: a slash, then at most 31 lowercase letters, digits, - or _.
+_COMMAND = re.compile(r"/[a-z0-9_-]{1,31}")
 
 
 class ArgumentsError(ValueError):
@@ -50,6 +52,9 @@ class Tool:
     `pure=True` says the handler has no side effect at all beyond `suspend()` and never blocks
     (like the ready tools in `bot.tools`): the runtime saves no journal entry around it and
     calls it on the event loop even when it is sync. Other sync handlers run in a worker thread.
+
+    `command="/deploy"` lets people run the tool directly as a Slack slash command
+    (`/deploy api 2.3 prod`), through the same approval gate (`Agent.call_tool`).
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class Tool:
         idempotent: bool = False,
         pure: bool | None = None,
         redact: Sequence[str] = (),
+        command: str | None = None,
     ) -> None:
         if not callable(handler):
             raise UsageError(f"Tool handler must be callable, got {handler!r}")
@@ -86,6 +92,12 @@ class Tool:
         self.redact = frozenset(k.lower() for k in redact)
         """Argument keys (at any depth) whose values an approval card never shows, on top of
         the names that look secret (`password`, `token`, ...)."""
+        if command is not None and not (isinstance(command, str) and _COMMAND.fullmatch(command)):
+            raise UsageError(
+                f"Tool `{self.name}`: command must be `/` and 1-31 lowercase letters, digits, "
+                f"`-` or `_` (as Slack takes it), got {command!r}"
+            )
+        self.command = command
         self.idempotent = bool(idempotent)
         self.pure = bool(getattr(handler, _PURE, False) if pure is None else pure)
         self._arguments = _arguments_model(handler, self.name)

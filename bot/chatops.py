@@ -96,7 +96,7 @@ agent = Agent(
     model=os.environ.get("HANDBACK_MODEL", "openai/gpt-4o-mini"),
     system_prompt=SYSTEM_PROMPT,
     tools=[
-        Tool(deploy, requires_approval=True),
+        Tool(deploy, requires_approval=True, command="/deploy"),
         restart,
         fleet_status,
         ask_user,

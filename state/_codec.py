@@ -219,11 +219,12 @@ def decode_run(
     """The stored run; `resumed_by` is kept apart from the JSON so a claim need not rewrite it.
 
     A record saved before a field existed (`root_id`, `id_scheme`, `message`, the journal's
-    `started` and `results`, `layout`) gets the field's default, which is chosen to mean what
-    that record meant: `id_scheme` 1, the interaction ids of its time; an empty journal; layout
-    1, the transcript inside. A layout-2 record takes its messages from `transcript` (the first
-    `length` of its log; `log_name` names the log when the store wrote its own reference, and
-    `status` is the one kept beside the JSON); without them (a claim) the run comes back with
+    `started` and `results`, `nested`, `layout`) gets the field's default, which is chosen to
+    mean what that record meant: `id_scheme` 1, the interaction ids of its time; an empty
+    journal; layout 1, the transcript inside. A layout-2 record takes its messages from
+    `transcript` (the first `length` of its log; `log_name` names the log when the store wrote
+    its own reference, and `status` is the one kept beside the JSON); without them (a claim)
+    the run comes back with
     `transcript_read` False.
     """
     if is_layout2(data):

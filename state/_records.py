@@ -15,6 +15,7 @@ __all__ = [
     "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",
+    "NestedRun",
     "PendingCall",
     "PendingInteraction",
     "RunClaim",
@@ -56,6 +57,17 @@ class PendingCall:
     name: str
     arguments: str
     """The arguments exactly as the model sent them (a JSON string)."""
+
+
+@dataclass(kw_only=True)
+class NestedRun:
+    """A pending call whose tool is an agent: the inner run that paused, and what it waits for.
+
+    The inner run's interactions are the outer run's too (people answer them there); this says
+    which of them the call owns and which run to resume with their answers."""
+
+    run_id: str
+    interaction_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -114,6 +126,8 @@ class RunRecord:
     transcript_read: bool = True
     """False on the run `claim_run` returns for layout 2: its transcript was not read (that is
     `load_run`'s job), so it must not be saved. Never stored."""
+    nested: dict[str, NestedRun] = field(default_factory=dict)
+    """By tool call id of `pending_calls`: the inner run a call to an agent paused on."""
 
 
 @dataclass(kw_only=True)

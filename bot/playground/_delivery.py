@@ -153,7 +153,10 @@ class SocketMode:
         return socket
 
     async def send(
-        self, kind: Literal["events_api", "interactive"], payload: dict[str, Any], retry: int
+        self,
+        kind: Literal["events_api", "interactive", "slash_commands"],
+        payload: dict[str, Any],
+        retry: int,
     ) -> BotResponse:
         """Deliver over Socket Mode and wait for the app's ack, as Slack does (3 s)."""
         sockets = [socket for socket in self._sockets if not socket.closed]
@@ -167,7 +170,7 @@ class SocketMode:
                 "envelope_id": envelope_id,
                 "type": kind,
                 "payload": payload,
-                "accepts_response_payload": kind == "interactive",
+                "accepts_response_payload": kind != "events_api",
                 "retry_attempt": retry,
                 "retry_reason": "timeout" if retry else "",
             }

@@ -300,6 +300,13 @@ class PageServer:
             self._check_user(body.user)
             if body.channel not in self.slack.channels:
                 raise _BadRequest(f"no channel {body.channel!r}")
+            if body.thread_ts is None and body.text.startswith("/"):
+                # `/deploy api 2.3 prod` in the composer is a slash command, as in Slack.
+                command, _, rest = body.text.partition(" ")
+                answer = await self.slack.run_command(
+                    body.user, body.channel, command, rest.strip()
+                )
+                return web.json_response({"ok": True, "command": command, "status": answer.status})
             # A new message in the channel addresses the bot, as the page's composer says; a
             # thread reply is plain, as in Slack, so it can answer a pending free-text question.
             message = await self.slack.post_user_message(

@@ -14,6 +14,7 @@ __all__ = [
     "event_callback",
     "message_events",
     "payload_user",
+    "slash_command",
     "view_submission",
 ]
 
@@ -68,6 +69,36 @@ def payload_user(workspace: Workspace, user: str) -> dict[str, Any]:
     """The `user` of an interactivity payload: the person who acted."""
     name = workspace.users[user].name if user in workspace.users else user
     return {"id": user, "username": name, "name": name, "team_id": workspace.team_id}
+
+
+def slash_command(
+    workspace: Workspace,
+    user: str,
+    channel: str,
+    command: str,
+    text: str,
+    *,
+    trigger_id: str,
+    response_url: str,
+) -> dict[str, str]:
+    """The fields of a slash command, as Slack form-encodes them in its POST."""
+    person = workspace.users[user].name if user in workspace.users else user
+    place = workspace.channels[channel].name if channel in workspace.channels else channel
+    return {
+        "token": "local-verification-token",
+        "team_id": workspace.team_id,
+        "team_domain": "localslack",
+        "channel_id": channel,
+        "channel_name": place,
+        "user_id": user,
+        "user_name": person,
+        "command": command,
+        "text": text,
+        "api_app_id": workspace.api_app_id,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id,
+    }
 
 
 def block_actions(

@@ -19,7 +19,13 @@ from aiohttp import web
 
 from ._changes import Change, ChangeKind
 from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
-from ._payloads import block_actions, event_callback, message_events, view_submission
+from ._payloads import (
+    block_actions,
+    event_callback,
+    message_events,
+    slash_command,
+    view_submission,
+)
 from ._webapi import WebApi
 from ._workspace_model import AgentSession, ApiCall, Ephemeral, Message, OpenedView, Workspace
 
@@ -312,6 +318,62 @@ class LocalSlack(Workspace):
             self.views[view_id].closed = True
             await self.publish("view_updated", asdict(self.views[view_id]))
         return response
+
+    async def run_command(
+        self,
+        user: str,
+        channel: str,
+        command: str,
+        text: str = "",
+        *,
+        trigger_id: str | None = None,
+        to: Target | None = None,
+    ) -> BotResponse:
+        """A person types `/command text` in `channel`: the command is POSTed form-encoded and
+        signed (or sent over Socket Mode), and a text the bot acks with is shown to that person
+        alone, as Slack shows it. The same `trigger_id` again is a redelivery."""
+        if channel not in self.channels:
+            raise KeyError(f"no channel {channel!r}")
+        trigger_id = trigger_id or self.new_trigger_id()
+        self.triggers[trigger_id] = user
+        fields = slash_command(
+            self,
+            user,
+            channel,
+            command,
+            text,
+            trigger_id=trigger_id,
+            response_url=f"{self.api_url}response/{uuid.uuid4().hex}",
+        )
+        await self.publish(
+            "call",
+            {"method": "slash_command", "channel": channel, "user": user, "command": command},
+        )
+        if self.delivery == "socket":
+            response = await self._socket_mode.send("slash_commands", dict(fields), 0)
+        else:
+            response = await self.send_raw(
+                urlencode(fields),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+                to=to,
+            )
+        await self._show_ack(response, user, channel)
+        return response
+
+    async def _show_ack(self, response: BotResponse, user: str, channel: str) -> None:
+        """The text of a command's ack, as the ephemeral message Slack makes of it."""
+        if response.status != 200 or not response.body.strip():
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"text": response.body}
+        text = body.get("text") if isinstance(body, dict) else None
+        if not text:
+            return
+        ephemeral = Ephemeral(channel=channel, user=user, text=str(text), message_ts=self.new_ts())
+        self.ephemerals.append(ephemeral)
+        await self.publish("ephemeral", asdict(ephemeral))
 
     async def send_interactivity(
         self, payload: dict[str, Any], *, to: Target | None = None

@@ -618,7 +618,10 @@
     });
 
     if (awaitingThread) {
-      const mine = visible.filter((m) => !isReply(m) && m.user === me && m.text.includes(awaitingThread));
+      // A slash command's thread starts with the bot's "<@me> ran /command ..." message.
+      const mine = awaitingThread.startsWith("/")
+        ? visible.filter((m) => !isReply(m) && m.text === `<@${me}> ran ${awaitingThread}`)
+        : visible.filter((m) => !isReply(m) && m.user === me && m.text.includes(awaitingThread));
       if (mine.length) { openThread = mine[mine.length - 1].ts; awaitingThread = null; }
     }
     const pane = $("thread");

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +38,7 @@ from state import InteractionRecord, Store, StoreError, ThreadStop
 from .. import Agent
 from ._answers import Answers
 from ._chat import Chat
+from ._commands import audit_refusal, read_command
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
@@ -65,6 +67,9 @@ joins, bot messages) is not a prompt."""
 
 
 _BOLT_LOG = logging.getLogger("handback.bolt")
+
+_ANY_COMMAND = re.compile(r"^/")
+"""Every slash command reaches the listener, which refuses the ones no tool has."""
 
 _SERVER_ERROR_PAUSE = 0.3
 """Seconds before retrying a Web API call Slack answered with 500 or 503."""
@@ -338,6 +343,10 @@ class SlackBot:
         async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
             await self._take_view(ack, body)
 
+        @app.command(_ANY_COMMAND)
+        async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await self._take_command(ack, body)
+
     # ------------------------------------------------------- the web side: record, then ack
 
     async def _record(self, kind: str, item: dict[str, Any], *, dedupe: str | None = None) -> bool:
@@ -419,6 +428,23 @@ class SlackBot:
         await ack()
         if not recorded:
             self.tasks.spawn(self.dispatch.not_recorded(body), name="not-recorded")
+
+    async def _take_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Parsing is pure and quick, so a command that cannot run is answered in the ack
+        # itself (ephemeral, with the usage); one that can is recorded first, like a click.
+        check = read_command(self.agent, body)
+        if check.refusal is not None:
+            await ack(text=check.refusal)
+            refusal = audit_refusal(self.store, body, check.refusal, at=self.clock())
+            self.tasks.spawn(refusal, name="audit-command")
+            return
+        # One run per invocation: Slack gives each its own trigger_id.
+        dedupe = f"command:{body['trigger_id']}"
+        recorded = await self._record("command", {"payload": body}, dedupe=dedupe)
+        if recorded:
+            await ack()
+        else:
+            await ack(text=NOT_RECORDED)
 
     async def _take_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # Checked before the ack so that errors can show inline in the modal; bounded, since

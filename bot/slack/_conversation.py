@@ -226,6 +226,27 @@ class Conversations:
         if parent_id is not None:
             await self.close_pending(parent_id, status="superseded", user=thread.requester)
 
+    async def call_tool(
+        self,
+        thread: Thread,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        text: str,
+        run_id: str | None = None,
+    ) -> None:
+        """A person's slash command: the tool runs in `thread` (new), through the approval gate;
+        its card or its result is posted there (`Agent.call_tool`)."""
+        turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
+        async with self._turn(thread):
+            try:
+                run = self.agent.call_tool(tool, arguments, text=text, run_id=run_id)
+                await self._drive_stoppable(run, thread, turn)
+            except StoreError:
+                raise
+            except Exception:
+                await self._failed(thread, f"running the command {text!r}", turn)
+
     async def resume(
         self,
         *,

@@ -12,6 +12,7 @@ from state import Store, StoreError, WorkItem
 
 from ._answers import Answers, user_and_channel
 from ._chat import Chat
+from ._commands import Commands
 from ._conversation import Conversations, Thread
 from ._worker import Work
 
@@ -36,6 +37,7 @@ class Dispatch:
         self.chat = chat
         self.answers = answers
         self.conversations = conversations
+        self.commands = Commands(agent=conversations.agent, chat=chat, conversations=conversations)
         self._thread_tails: dict[tuple[str, str], asyncio.Task[Any]] = {}
         """The last event being worked for each thread."""
 
@@ -58,6 +60,8 @@ class Dispatch:
         elif item.kind == "stop":
             thread = Thread(channel=str(body["channel"]), thread_ts=str(body["thread_ts"]))
             await self.conversations.stop(thread, user=str(body["user"]))
+        elif item.kind == "command":
+            await self._on_command(body, work)
         elif item.kind == "recover":
             await self.answers.recover_run(str(body["run_id"]), work=work)
         else:
@@ -117,6 +121,16 @@ class Dispatch:
             log.exception("could not take the answer to %s", record.interaction_id)
             if record.channel:
                 await self.chat.ephemeral(record.channel, user, SORRY, thread_ts=record.thread_ts)
+
+    async def _on_command(self, item: dict[str, Any], work: Work) -> None:
+        try:
+            await self.commands.run(item, work)
+        except StoreError:
+            raise
+        except Exception:
+            log.exception("could not run a slash command")
+            body = item["payload"]
+            await self.chat.ephemeral(str(body["channel_id"]), str(body["user_id"]), SORRY)
 
     async def _on_message(
         self,

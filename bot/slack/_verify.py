@@ -39,6 +39,7 @@ __all__ = [
     "PersonEvent",
     "SessionStopped",
     "SlackGate",
+    "SlashCommand",
     "UrlVerification",
     "ViewSubmission",
     "check_payload",
@@ -229,6 +230,22 @@ class ViewSubmission(_Envelope):
     view: _View
 
 
+class SlashCommand(_Model):
+    """A slash command, as Slack POSTs it (a form, so every field is text)."""
+
+    command: Annotated[str, Field(pattern=r"^/[^\s]{1,80}$")]
+    text: Annotated[str, Field(max_length=4000)] = ""
+    user_id: Annotated[str, Field(min_length=1, max_length=40)]
+    channel_id: Annotated[str, Field(min_length=1, max_length=40)]
+    trigger_id: Annotated[str, Field(min_length=1, max_length=200)]
+    team_id: str | None = None
+    enterprise_id: str | None = None
+    api_app_id: str | None = None
+    response_url: str | None = None
+    user_name: str | None = None
+    channel_name: str | None = None
+
+
 _ROUTED: Final[dict[str, type[_Envelope]]] = {
     "url_verification": UrlVerification,
     "event_callback": EventCallback,
@@ -306,6 +323,8 @@ def parse_body(text: str, content_type: str | None) -> dict[str, Any]:
     except ValueError:
         raise Misfit("the body is not a form") from None
     if "payload" not in form:
+        if "command" in form:
+            return form  # a slash command: the form is the payload
         raise Misfit("the form has no `payload`")
     return _parse_json(form["payload"])
 
@@ -404,6 +423,12 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
     """None when Bolt may have `body`: it fits the models and a listener takes it; else what to
     answer instead (an event's answer is its ack: Slack would send it again until it is one)."""
     kind = body.get("type")
+    if kind is None and "command" in body:
+        try:
+            _check(SlashCommand, body)
+        except Misfit as error:
+            return Refused(status=400, reason=f"a slash command does not fit: {error}")
+        return None
     if not isinstance(kind, str):
         return Refused(status=400, reason="the payload has no `type`")
     model = _ROUTED.get(kind)

@@ -305,3 +305,25 @@ async def test_the_stop_button_stops_the_turn(browser_page: Any) -> None:
         held.release.set()
         await asyncio.sleep(0.1)
         assert not held.ended
+
+
+async def test_a_slash_command_typed_in_the_composer(
+    playground: Playground, browser_page: Any
+) -> None:
+    page = browser_page
+    await open_page(page, playground)
+    await act_as(page, "U0ALICE")
+    await page.fill("#composer-input", "/deploy web")
+    await page.press("#composer-input", "Enter")
+    usage = page.locator(".msg.ephemeral", has_text="Usage:")
+    await expect(usage).to_contain_text("Missing")
+    await expect(usage).to_contain_text("service: api|web|worker")
+    await page.fill("#composer-input", "/deploy web 2.1 staging")
+    await page.press("#composer-input", "Enter")
+    thread = page.locator("#thread")
+    await expect(thread.locator(".thread-parent")).to_contain_text("ran /deploy web 2.1 staging")
+    card = thread.locator(".msg", has_text="Approval needed")
+    await act_as(page, "U0BOB")
+    await card.get_by_role("button", name="Approve", exact=True).click()
+    await expect(thread).to_contain_text("Deployed web 2.1 to staging (was 2.0.1).")
+    assert chatops.fleet.versions[("web", "staging")] == "2.1"

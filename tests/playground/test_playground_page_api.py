@@ -323,3 +323,35 @@ async def test_the_page_shows_the_session_and_its_stop_is_checked(page: PageClie
     [card] = await page.wait_for("U0ALICE", cancelled)
     assert element(card, "hb:approve") is None
     assert chatops.fleet.versions[("api", "prod")] == "1.4.2"
+
+
+async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
+    page: PageClient,
+) -> None:
+    status, body = await page.post(
+        "/api/messages", {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "/deploy api 2.3 prod"}
+    )
+    assert (status, body["command"], body["status"]) == (200, "/deploy", 200)
+    opening = await page.wait_for(
+        "U0ALICE",
+        lambda s: next(
+            (m for m in s["messages"] if m["text"] == "<@U0ALICE> ran /deploy api 2.3 prod"), None
+        ),
+    )
+    card = await page.wait_for(
+        "U0ALICE",
+        lambda s: next(
+            (m for m in s["messages"] if m.get("thread_ts") == opening["ts"] and m.get("blocks")),
+            None,
+        ),
+    )
+    assert "deploy" in card["text"]
+    status, body = await page.post(
+        "/api/messages", {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "/deploy api"}
+    )
+    assert status == 200
+    usage = await page.wait_for(
+        "U0ALICE",
+        lambda s: next((m for m in s["messages"] if "Usage: `/deploy" in m["text"]), None),
+    )
+    assert usage["text"].startswith("Missing `version`, `environment`.")

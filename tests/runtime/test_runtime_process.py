@@ -52,3 +52,19 @@ def test_pause_in_one_process_resume_in_another(store_url: str) -> None:
         check=False,
     )
     assert again.returncode != 0 and "RunAlreadyResumed" in again.stderr
+
+
+def test_a_nested_pause_resumes_in_other_processes(store_url: str) -> None:
+    paused = run_process(store_url, "nested-ask")
+    pending = paused["pending"]
+    assert isinstance(pending, dict) and set(pending) == {"approval", "ask_user"}
+    # Two separate resumes, each in a process of its own.
+    answer = json.dumps({pending["ask_user"]: "prod"})
+    half = run_process(store_url, "nested-resume", str(paused["run_id"]), answer)
+    assert half["status"] == "cancelled" and half["pending"] == {"approval": pending["approval"]}
+    approve = json.dumps({pending["approval"]: True})
+    result = run_process(store_url, "nested-resume", str(half["run_id"]), approve)
+    assert result == {
+        "status": "success",
+        "output": "mid said: durable said: finished: prod | deployed api",
+    }

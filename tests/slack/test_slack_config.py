@@ -254,6 +254,23 @@ def test_manifest_asks_for_what_the_app_uses() -> None:
     assert "socket_mode_enabled: true" in lines
 
 
+def test_manifest_lists_the_slash_commands_of_the_example_agent() -> None:
+    from bot.chatops import agent
+
+    lines = (ROOT / "manifest.yml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "slash_commands:")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    section: list[str] = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        section.append(line.split("#", 1)[0].strip())
+    listed = [line.removeprefix("- command:").strip() for line in section if "command:" in line]
+    assert listed == sorted(agent.commands) == ["/deploy"]
+    scopes = {line.split("#", 1)[0].strip() for line in lines}
+    assert "- commands" in scopes
+
+
 @pytest.mark.slow
 def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
     import socket

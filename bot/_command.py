@@ -1,0 +1,59 @@
+"""A person's command: one tool call made by a person instead of the model (`Agent.call_tool`).
+
+The run looks like one in which the model made the call: the user message is what the person
+typed, then an assistant message with the call, so the approval gate, the journal, the pause and
+the resume are the ones every call goes through, and a later message in the thread continues a
+valid transcript. The run's `input` records the command; a run whose input is a command ends with
+the tool's result once its step is done, instead of calling the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from state import PendingCall, RunRecord
+
+__all__ = ["as_command_input", "command_output", "direct_call"]
+
+
+def direct_call(name: str, arguments: dict[str, Any], run_id: str) -> PendingCall:
+    """The call, with an id derived from the run: a retry of the run (same id) makes the same
+    call, so its approval keeps its interaction id and its journal entry is found again."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:24]
+    data = to_jsonable_python(arguments, fallback=str)
+    return PendingCall(
+        tool_call_id=f"cmd_{digest}", name=name, arguments=json.dumps(data, ensure_ascii=False)
+    )
+
+
+def as_command_input(run: RunRecord, call: PendingCall) -> None:
+    """Make a new run's one step `call`, as a person typed it (the run's prompt)."""
+    run.input = {"command": run.input, "tool": call.name, "arguments": json.loads(call.arguments)}
+    run.transcript.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.tool_call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        }
+    )
+    run.pending_calls = [call]
+
+
+def command_output(run: RunRecord) -> str | None:
+    """The tool's result when `run` is a command whose call has its result; else None."""
+    if not (isinstance(run.input, dict) and "command" in run.input):
+        return None
+    last = run.transcript[-1] if run.transcript else {}
+    if last.get("role") != "tool":
+        return None
+    return str(last.get("content") or "")
