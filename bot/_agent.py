@@ -92,6 +92,7 @@ class Agent:
         parent_id: str | None = None,
         resume: dict[str, Any] | None = None,
         run_id: str | None = None,
+        by: Sequence[str] = (),
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -99,6 +100,9 @@ class Agent:
         `run_id` names the run instead of a fresh id; calling again with the same id (a retried
         work item) never runs what the earlier attempt ran: a run it saved paused or ended emits
         its events again from the store, one whose process died while tools ran continues.
+
+        `by` names the people behind this call (who sent the prompt, who gave the answers); the
+        run keeps them with those of its parent while the turn goes on (`AgentRun.requesters`).
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -122,7 +126,11 @@ class Agent:
             raise UsageError("an agent call needs a prompt, or parent_id and resume")
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
+        if isinstance(by, str) or not all(isinstance(person, str) and person for person in by):
+            raise UsageError(f"by must be a sequence of non-empty str, got {by!r}")
+        return AgentRun(
+            self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id, by=by
+        )
 
     async def get_store(self) -> Store:
         if self.store is None:
@@ -168,13 +176,18 @@ class AgentRun:
         parent_id: str | None,
         resume: dict[str, Any] | None,
         run_id: str | None = None,
+        by: Sequence[str] = (),
     ) -> None:
         self.agent = agent
+        self.by = tuple(by)
         self.prompt = prompt
         self.parent_id = parent_id
         self.resume = resume
         self.run_id = run_id or "run_" + uuid.uuid4().hex
         self.output: OutputEvent | None = None
+        self.requesters: list[str] = []
+        """Who shaped the turn this run belongs to (`RunRecord.requesters`); known once the run
+        started, and the same when an earlier attempt is replayed."""
         self._chosen = run_id is not None
         """A caller-chosen id may name an earlier attempt of this run, saved in the store."""
         self._started = False
@@ -213,6 +226,7 @@ class AgentRun:
         store = await self.agent.get_store()
         begin = await self._begin(store)
         run = begin.run
+        self.requesters = list(run.requesters)
         if begin.replay:
             # An earlier attempt paused or ended: its events, so that a retry can post the card
             # or the answer that the crashed attempt may not have posted.
@@ -358,6 +372,7 @@ class AgentRun:
             t0=_now_ms(),
             root_id=self.run_id,
             id_scheme=ID_SCHEME,
+            requesters=list(dict.fromkeys(self.by)),
         )
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
@@ -376,6 +391,7 @@ class AgentRun:
             root_id=parent.root_id or parent.run_id,
             id_scheme=id_scheme,
             transcript=list(parent.transcript),
+            requesters=list(dict.fromkeys([*_turn_requesters(parent), *self.by])),
         )
 
     def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> _Begin:
@@ -502,6 +518,14 @@ class AgentRun:
             run.status, run.reason, run.message = "cancelled", "interrupted", STOPPED
         # Else the pause or end was being saved: save that again, it may not have landed.
         await journal.save_stopped()
+
+
+def _turn_requesters(parent: RunRecord) -> list[str]:
+    """Who shaped the parent's turn, if a child goes on with that turn: it does unless the
+    parent ended (answered, failed, or cancelled by an answer). A paused, running or stopped
+    parent has given no final answer yet, so its people stay requesters (failing closed)."""
+    ended = parent.status in ("success", "error") or parent.reason == "cancelled"
+    return [] if ended else parent.requesters
 
 
 def _check_answers(parent: RunRecord, resume: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:

@@ -413,6 +413,7 @@ class Answers:
             thread=_thread_of(records[0]),
             working_ts=working_ts,
             child_id=child_id,
+            by=[record.answered_by for record in records if record.answered_by],
         )
         return True
 
@@ -486,7 +487,11 @@ class Answers:
                 await self.conversations.show_closed(record)
                 answers[record.interaction_id] = Cancel(_cancel_reason(record.status))
         await self.conversations.resume(
-            run_id=run_id, answers=answers, thread=_thread_of(records[0]), child_id=child_id
+            run_id=run_id,
+            answers=answers,
+            thread=_thread_of(records[0]),
+            child_id=child_id,
+            by=[record.answered_by for record in records if record.answered_by],
         )
         return True
 

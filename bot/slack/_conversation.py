@@ -11,7 +11,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -156,7 +156,9 @@ class Conversations:
             # A retry after the first attempt saved this very run: replay it, not its parent.
             parent_id = None
         try:
-            await self._drive(self.agent(prompt=text, parent_id=parent_id, run_id=run_id), thread)
+            by = [thread.requester] if thread.requester else []
+            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
+            await self._drive(run, thread)
         except StoreError:
             raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
@@ -180,17 +182,19 @@ class Conversations:
         thread: Thread,
         working_ts: str | None = None,
         child_id: str | None = None,
+        by: Sequence[str] = (),
     ) -> None:
         """Resume a paused run with every answer it waits for; a lost race is not an error.
 
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
+        `by` names who gave the answers: they count as requesters of what the run asks next.
         """
         if working_ts:
             await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
         try:
             async with self._turn(thread):
-                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
+                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id, by=by)
                 await self._drive(run, thread)
         except StoreError:
             raise
@@ -229,14 +233,14 @@ class Conversations:
         # The run is in the store by now, so the thread may point at it.
         await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
         if output.status.reason == "input_required":
-            await self._post_cards(output.run_id, interactions, thread)
+            await self._post_cards(output.run_id, interactions, thread, run.requesters)
             return
         await self.chat.post(thread.channel, _reply_text(output), thread_ts=thread.thread_ts)
         if output.status.code == "error":
             log.error("run %s ended in error: %s", output.run_id, output.error)
 
     async def _post_cards(
-        self, run_id: str, events: list[InteractionEvent], thread: Thread
+        self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
     ) -> None:
         now = self.clock()
         records: list[InteractionRecord] = []
@@ -252,6 +256,7 @@ class Conversations:
                 channel=thread.channel,
                 thread_ts=thread.thread_ts,
                 requester=thread.requester,
+                requesters=requesters,
                 created_at=now,
                 expires_at=now + self.ttl,
             )
