@@ -14,6 +14,7 @@ from typing import Any
 
 from state import PendingCall, RunRecord, Store, StoreError, open_store
 
+from . import _logging, _metrics
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
 from ._journal import (
     INTERRUPTED_BY_CRASH,
@@ -163,6 +164,8 @@ class _Begin:
     cancel_reason: str | None = None
     durable: bool = False
     """Whether `run.pending_calls` came from the store (see `Step.durable`)."""
+    how: str = "new"
+    """How the run starts, for the metrics: new, continue, resume, or retry."""
 
 
 class AgentRun:
@@ -227,6 +230,7 @@ class AgentRun:
         begin = await self._begin(store)
         run = begin.run
         self.requesters = list(run.requesters)
+        _logging.bind(run_id=self.run_id)
         if begin.replay:
             # An earlier attempt paused or ended: its events, so that a retry can post the card
             # or the answer that the crashed attempt may not have posted.
@@ -240,6 +244,7 @@ class AgentRun:
         try:
             if begin.claim is not None:
                 await self._claim(store, begin.claim)
+            _metrics.RUNS_STARTED.labels(how=begin.how).inc()
             yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.agent.name)
             if begin.cancel_reason is not None:
                 yield await self._cancel(store, run, begin.cancel_reason, run.pending_calls)
@@ -359,7 +364,7 @@ class AgentRun:
             # cancelled, as a worker that shuts down does to hand its work on: a retry finishes
             # the work, and the calls that were stopped keep their "Interrupted" results.
             saved.status, saved.reason, saved.message = "running", None, None
-            return _Begin(run=saved, durable=True)
+            return _Begin(run=saved, durable=True, how="retry")
         return _Begin(run=saved, replay=True)
 
     def _new_run(self) -> RunRecord:
@@ -411,7 +416,11 @@ class AgentRun:
         run.interactions = list(parent.interactions)
         run.answers = {**parent.answers, **accepted}
         return _Begin(
-            run=run, claim=self._to_claim(parent), cancel_reason=cancel_reason, durable=True
+            run=run,
+            claim=self._to_claim(parent),
+            cancel_reason=cancel_reason,
+            durable=True,
+            how="resume",
         )
 
     def _continue_from(self, parent: RunRecord) -> _Begin:
@@ -430,7 +439,7 @@ class AgentRun:
                 parent, started=INTERRUPTED_BY_CRASH, not_started=INTERRUPTED_BY_STOP
             )
         run.transcript.append({"role": "user", "content": self.prompt})
-        return _Begin(run=run, claim=claim)
+        return _Begin(run=run, claim=claim, how="continue")
 
     def _to_claim(self, parent: RunRecord) -> RunRecord | None:
         # Claimed already by this very run id: an earlier attempt that saved nothing after it.
@@ -500,6 +509,7 @@ class AgentRun:
             run.error = message
         self._closing = True
         await store.save_run(run)
+        _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
         self.output = output_event(run, self.agent.name)
         return self.output
 

@@ -34,7 +34,7 @@ import blocks
 from blocks import InvalidAnswer
 from state import InteractionRecord, Store, StoreError
 
-from .. import Agent
+from .. import Agent, _metrics
 from ._answers import Answers
 from ._chat import Chat
 from ._conversation import Conversations
@@ -247,12 +247,13 @@ class SlackBot:
 
     def web_app(self, *, health_only: bool = False) -> web.Application:
         """The aiohttp application: `POST /slack/events` (events and interactivity), `GET
-        /healthz`; a worker serves only the latter.
+        /healthz` and `GET /metrics` (Prometheus); a worker serves only the latter two.
 
         Every request to `/slack/events` is verified and its payload checked (`SlackGate`)
         before Bolt reads it.
         """
-        application = web.Application()
+        application = web.Application(middlewares=[_metrics.http_middleware])
+        application.router.add_get("/metrics", _metrics.metrics_handler(self.store.inbox_size))
         if not health_only:
             secret = self.settings.slack_signing_secret
             gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)
@@ -343,9 +344,12 @@ class SlackBot:
             )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
+            _metrics.STORE_ERRORS.labels(where="record").inc()
+            _metrics.RECORDED.labels(kind=kind, outcome="not_recorded").inc()
             return False
         finally:
             self._recording -= 1
+        _metrics.RECORDED.labels(kind=kind, outcome="recorded" if item_id else "repeated").inc()
         if item_id is None:
             # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
             log.info("ignoring a repeated delivery of %s", dedupe)

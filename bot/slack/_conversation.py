@@ -19,7 +19,7 @@ from typing import Any, Literal
 import blocks
 from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError
 
-from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
+from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, _logging
 from .._agent import AgentRun
 from ..events import InteractionEvent, OutputEvent
 from ._chat import Chat, escape
@@ -80,6 +80,7 @@ class Conversations:
         race. A lock orders this process's turns; the store's lease then orders them with other
         processes', so each turn continues from the run the previous one left."""
         key = (thread.channel, thread.thread_ts)
+        _logging.bind(channel=thread.channel, thread=thread.thread_ts)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:

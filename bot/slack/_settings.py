@@ -18,9 +18,10 @@ from state import THREAD_LEASE_TTL
 from .._errors import HandbackError
 from ._worker import WORK_LEASE
 
-__all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
+__all__ = ["ConfigError", "LogFormat", "LogLevel", "Settings", "load_settings"]
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+LogFormat = Literal["text", "json"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -98,6 +99,12 @@ class Settings(BaseSettings):
     """How long a thread stays blocked after the process running its turn died; a live
     process refreshes its lease, so a long turn never loses it."""
     handback_log_level: LogLevel = "INFO"
+    handback_log_format: LogFormat = "text"
+    """`json` for one JSON object per line (with run, thread and work item ids when known)."""
+    handback_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """A port of its own for `/metrics` and `/healthz` (on HOST): for Socket Mode, and to keep
+    metrics off the port a reverse proxy exposes to Slack. HTTP mode and workers serve them on
+    PORT too."""
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -185,6 +192,16 @@ class Settings(BaseSettings):
     @classmethod
     def _level(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("handback_log_format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("handback_metrics_port", mode="before")
+    @classmethod
+    def _empty_port(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _mode(self) -> Settings:
