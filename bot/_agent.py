@@ -510,6 +510,8 @@ class AgentRun:
         self._closing = True
         await store.save_run(run)
         _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
+        why = f" ({run.reason})" if run.reason else ""
+        log.info("run %s of agent %s saved %s%s", run.run_id, self.agent.name, run.status, why)
         self.output = output_event(run, self.agent.name)
         return self.output
 

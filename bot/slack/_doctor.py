@@ -139,7 +139,8 @@ async def _slack(client: AsyncWebClient, settings: Settings) -> list[Check]:
             Check(
                 status="FAIL",
                 name="Slack",
-                detail=f"out of reach at {settings.slack_api_url} ({type(error).__name__}: {error})",
+                detail=f"out of reach at {settings.slack_api_url} "
+                f"({type(error).__name__}: {error})",
             )
         ]
     checks = [
