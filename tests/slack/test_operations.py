@@ -9,10 +9,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from blocks import ACTION_APPROVE
+from bot._metrics import REGISTRY, answer_refused
 from bot.playground._slack import LocalSlack
 
 from .conftest import ALICE, BOB, CHANNEL
-from .processes import Fleet
+from .processes import Fleet, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -40,13 +41,18 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: str) -> None:
+    metrics_port = free_port()
     async with (
         LocalSlack() as slack,
         Fleet(
             slack,
             sqlite_store_url,
             ref="tests.slack.agents:approval_agent",
-            env={"HANDBACK_LOG_FORMAT": "json", "HANDBACK_APPROVERS": BOB},
+            env={
+                "HANDBACK_LOG_FORMAT": "json",
+                "HANDBACK_APPROVERS": BOB,
+                "HANDBACK_METRICS_PORT": str(metrics_port),
+            },
         ) as fleet,
     ):
         [bot] = await fleet.start("all")
@@ -88,6 +94,8 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
         assert value(after, "handback_work_latency_seconds_count", kind="action") == 2
         assert ("handback_inbox_items", ()) in after
         assert ("process_resident_memory_bytes", ()) in after
+        on_metrics_port = await scrape(metrics_port)  # the same registry, on a port of its own
+        assert value(on_metrics_port, "handback_answers_total", outcome="accepted") == 1
 
         await fleet.bots[0].stop()
         log = "".join(bot.lines)
@@ -116,3 +124,34 @@ async def test_a_worker_serves_metrics_on_its_health_port(redis_store_url: str) 
         assert value(on_worker, "handback_work_items_total", kind="event", outcome="done") == 1
         assert value(on_worker, "handback_inbox_items") == 0
         assert value(on_worker, "handback_inbox_wait_seconds_count", kind="event") == 1
+
+
+@pytest.mark.parametrize(
+    ("reason", "outcome"),
+    [
+        ("This was already answered by <@U0BOB>.", "duplicate"),
+        ("This request expired, so it can no longer be answered.", "expired"),
+        ("You asked for this, so someone else has to approve it.", "self_approval"),
+        (
+            "You answered a question or sent a message in the conversation that led to this "
+            "request, so someone else has to approve it.",
+            "self_approval",
+        ),
+        ("You are not on the list of people who may approve `deploy`.", "not_allowed"),
+        (
+            "I could not check whether you may answer this: Slack did not answer.",
+            "policy_unavailable",
+        ),
+        ("This control does not belong to a request in this channel.", "elsewhere"),
+        ("This request was closed because the conversation moved on.", "closed"),
+        ("That option is not one of this request's options.", "invalid"),
+        ("Something nobody foresaw.", "other"),
+    ],
+)
+def test_refusals_count_under_a_fixed_set_of_outcomes(reason: str, outcome: str) -> None:
+    def count() -> float:
+        return REGISTRY.get_sample_value("handback_answers_total", {"outcome": outcome}) or 0.0
+
+    before = count()
+    answer_refused(reason)
+    assert count() == before + 1
