@@ -26,11 +26,14 @@ from prometheus_client import (
     generate_latest,
 )
 
+from state import Store
+
 __all__ = [
     "ACK_SECONDS",
     "ANSWERS",
     "INBOX_ITEMS",
     "INBOX_WAIT_SECONDS",
+    "INTERACTIONS_PENDING",
     "RECORDED",
     "REGISTRY",
     "RUNS_FINISHED",
@@ -75,6 +78,11 @@ ACK_SECONDS: Final = Histogram(
 INBOX_ITEMS: Final = Gauge(
     "handback_inbox_items",
     "Work items in the store's inbox not done yet (waiting or leased), read at scrape time.",
+    registry=REGISTRY,
+)
+INTERACTIONS_PENDING: Final = Gauge(
+    "handback_interactions_pending",
+    "Interactions (cards) waiting for an answer, read at scrape time.",
     registry=REGISTRY,
 )
 INBOX_WAIT_SECONDS: Final = Histogram(
@@ -203,20 +211,22 @@ _SCRAPE_READ_WAIT = 1.0
 """Seconds a scrape waits for the store; a slow store must not make the scrape time out."""
 
 
-def metrics_handler(
-    inbox_size: Callable[[], Awaitable[int]] | None,
-) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """The `/metrics` handler; `inbox_size` is read at each scrape (a store that does not
-    answer in time leaves the last value and counts a store error)."""
+def metrics_handler(store: Store) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The `/metrics` handler; the inbox size and the pending interactions are read from `store`
+    at each scrape (a store that does not answer in time leaves the last values and counts a
+    store error)."""
 
     async def handle(request: web.Request) -> web.Response:
-        if inbox_size is not None:
+        for gauge, read in (
+            (INBOX_ITEMS, store.inbox_size),
+            (INTERACTIONS_PENDING, store.pending_count),
+        ):
             try:
-                INBOX_ITEMS.set(await asyncio.wait_for(inbox_size(), _SCRAPE_READ_WAIT))
+                gauge.set(await asyncio.wait_for(read(), _SCRAPE_READ_WAIT))
             except Exception as error:
                 # Any failure of the read (a StoreError, a timeout): the scrape still answers.
                 STORE_ERRORS.labels(where="scrape").inc()
-                log.warning("metrics: could not read the inbox size: %s", str(error) or "timeout")
+                log.warning("metrics: could not read the store: %s", str(error) or "timeout")
         body = generate_latest(REGISTRY)
         response = web.Response(body=body)
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST

@@ -253,7 +253,7 @@ class SlackBot:
         before Bolt reads it.
         """
         application = web.Application(middlewares=[_metrics.http_middleware])
-        application.router.add_get("/metrics", _metrics.metrics_handler(self.store.inbox_size))
+        application.router.add_get("/metrics", _metrics.metrics_handler(self.store))
         if not health_only:
             secret = self.settings.slack_signing_secret
             gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)

@@ -62,6 +62,8 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
         asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
         card = await slack.wait_for(lambda: next(iter(slack.bot_messages()), None))
         assert card is not None and card.blocks
+        await bot.wait_idle()
+        assert value(await scrape(bot.port), "handback_interactions_pending") == 1
         await slack.click(ALICE, card.ts, ACTION_APPROVE)  # her own request: refused
         await slack.wait_for(lambda: slack.ephemerals_for(ALICE))
         await slack.click(BOB, card.ts, ACTION_APPROVE)
@@ -92,7 +94,8 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
         )
         assert acks >= 3  # the mention, two clicks (and the plain message event, ignored)
         assert value(after, "handback_work_latency_seconds_count", kind="action") == 2
-        assert ("handback_inbox_items", ()) in after
+        assert value(after, "handback_inbox_items") == 0
+        assert value(after, "handback_interactions_pending") == 0
         assert ("process_resident_memory_bytes", ()) in after
         on_metrics_port = await scrape(metrics_port)  # the same registry, on a port of its own
         assert value(on_metrics_port, "handback_answers_total", outcome="accepted") == 1
