@@ -6,6 +6,7 @@ shorter than Python's code-point length, so a text that fits here fits in Slack 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from datetime import UTC, datetime
@@ -81,7 +82,8 @@ def escape(text: str) -> str:
 
 
 def _escape_entities(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # Slack's mrkdwn parses exactly &, < and >; quotes are left alone.
+    return html.escape(text, quote=False)
 
 
 def cut_mrkdwn(raw: str, limit: int) -> str:
