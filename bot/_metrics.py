@@ -35,6 +35,7 @@ __all__ = [
     "INBOX_WAIT_SECONDS",
     "INTERACTIONS_PENDING",
     "RECORDED",
+    "RECORD_SECONDS",
     "REGISTRY",
     "RUNS_FINISHED",
     "RUNS_STARTED",
@@ -72,6 +73,14 @@ ACK_SECONDS: Final = Histogram(
     "Time to answer an HTTP request, by route and status; for /slack/events this is the ack "
     "latency Slack sees (3 s is its limit).",
     ["route", "status"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+RECORD_SECONDS: Final = Histogram(
+    "handback_record_seconds",
+    "Time to write a Slack request to the inbox before acking it, by kind; the part of the ack "
+    "latency that is ours, measured in HTTP and Socket Mode alike.",
+    ["kind"],
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )

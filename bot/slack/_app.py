@@ -337,6 +337,7 @@ class SlackBot:
         A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
         """
         self._recording += 1
+        started = time.perf_counter()
         try:
             item_id = await asyncio.wait_for(
                 self.store.enqueue(kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe),
@@ -349,6 +350,7 @@ class SlackBot:
             return False
         finally:
             self._recording -= 1
+            _metrics.RECORD_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
         _metrics.RECORDED.labels(kind=kind, outcome="recorded" if item_id else "repeated").inc()
         if item_id is None:
             # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.

@@ -94,6 +94,7 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
         )
         assert acks >= 3  # the mention, two clicks (and the plain message event, ignored)
         assert value(after, "handback_work_latency_seconds_count", kind="action") == 2
+        assert value(after, "handback_record_seconds_count", kind="action") == 2
         assert value(after, "handback_inbox_items") == 0
         assert value(after, "handback_interactions_pending") == 0
         assert ("process_resident_memory_bytes", ()) in after
