@@ -511,7 +511,8 @@ class AgentRun:
         await store.save_run(run)
         _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
         why = f" ({run.reason})" if run.reason else ""
-        log.info("run %s of agent %s saved %s%s", run.run_id, self.agent.name, run.status, why)
+        # DEBUG: one line per run is a flood under load; the metrics count them at any level.
+        log.debug("run %s of agent %s saved %s%s", run.run_id, self.agent.name, run.status, why)
         self.output = output_event(run, self.agent.name)
         return self.output
 

@@ -50,6 +50,7 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
             ref="tests.slack.agents:approval_agent",
             env={
                 "HANDBACK_LOG_FORMAT": "json",
+                "HANDBACK_LOG_LEVEL": "DEBUG",
                 "HANDBACK_APPROVERS": BOB,
                 "HANDBACK_METRICS_PORT": str(metrics_port),
             },
