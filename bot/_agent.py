@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from state import PendingCall, RunRecord, Store, StoreError, open_store
 
+from . import _logging, _metrics
 from ._command import as_command_input, command_output, direct_call
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
 from ._journal import (
@@ -119,6 +120,7 @@ class Agent:
         parent_id: str | None = None,
         resume: dict[str, Any] | None = None,
         run_id: str | None = None,
+        by: Sequence[str] = (),
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -126,6 +128,9 @@ class Agent:
         `run_id` names the run instead of a fresh id; calling again with the same id (a retried
         work item) never runs what the earlier attempt ran: a run it saved paused or ended emits
         its events again from the store, one whose process died while tools ran continues.
+
+        `by` names the people behind this call (who sent the prompt, who gave the answers); the
+        run keeps them with those of its parent while the turn goes on (`AgentRun.requesters`).
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -149,7 +154,11 @@ class Agent:
             raise UsageError("an agent call needs a prompt, or parent_id and resume")
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
+        if isinstance(by, str) or not all(isinstance(person, str) and person for person in by):
+            raise UsageError(f"by must be a sequence of non-empty str, got {by!r}")
+        return AgentRun(
+            self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id, by=by
+        )
 
     def call_tool(
         self,
@@ -228,6 +237,8 @@ class _Begin:
     """The paused parent a new message moves on from: inner runs it waits on are cancelled."""
     durable: bool = False
     """Whether `run.pending_calls` came from the store (see `Step.durable`)."""
+    how: str = "new"
+    """How the run starts, for the metrics: new, continue, resume, or retry."""
 
 
 class AgentRun:
@@ -243,8 +254,10 @@ class AgentRun:
         run_id: str | None = None,
         path: str | None = None,
         store: Store | None = None,
+        by: Sequence[str] = (),
     ) -> None:
         self.agent = agent
+        self.by = tuple(by)
         self.path = path or agent.name
         """Where the run sits: the agent's name, or for an agent used as a tool the caller's
         path and the tool's (`outer.inner`). Its handlers' interaction ids hash it in."""
@@ -258,6 +271,9 @@ class AgentRun:
         self.resume = resume
         self.run_id = run_id or "run_" + uuid.uuid4().hex
         self.output: OutputEvent | None = None
+        self.requesters: list[str] = []
+        """Who shaped the turn this run belongs to (`RunRecord.requesters`); known once the run
+        started, and the same when an earlier attempt is replayed."""
         self._chosen = run_id is not None
         """A caller-chosen id may name an earlier attempt of this run, saved in the store."""
         self._started = False
@@ -304,6 +320,8 @@ class AgentRun:
         store = self._store if self._store is not None else await self.agent.get_store()
         begin = await self._begin(store)
         run = begin.run
+        self.requesters = list(run.requesters)
+        _logging.bind(run_id=self.run_id)
         if begin.replay:
             # An earlier attempt paused or ended: its events, so that a retry can post the card
             # or the answer that the crashed attempt may not have posted.
@@ -320,6 +338,7 @@ class AgentRun:
             if begin.superseded is not None:
                 parent = begin.superseded
                 await cancel_nested(self, store, parent, "superseded", parent.pending_calls)
+            _metrics.RUNS_STARTED.labels(how=begin.how).inc()
             yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.path)
             if begin.cancel_reason is not None:
                 yield await self._cancel(store, run, begin.cancel_reason, run.pending_calls)
@@ -465,7 +484,7 @@ class AgentRun:
             # cancelled, as a worker that shuts down does to hand its work on: a retry finishes
             # the work, and the calls that were stopped keep their "Interrupted" results.
             saved.status, saved.reason, saved.message = "running", None, None
-            return _Begin(run=saved, durable=True)
+            return _Begin(run=saved, durable=True, how="retry")
         return _Begin(run=saved, replay=True)
 
     def _new_run(self) -> RunRecord:
@@ -480,6 +499,7 @@ class AgentRun:
             id_scheme=ID_SCHEME,
             layout=LAYOUT,
             transcript_id=self.run_id,
+            requesters=list(dict.fromkeys(self.by)),
         )
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
@@ -507,6 +527,7 @@ class AgentRun:
             layout=LAYOUT,
             transcript_id=parent.transcript_id if appended else self.run_id,
             base=len(parent.transcript) if appended else 0,
+            requesters=list(dict.fromkeys([*_turn_requesters(parent), *self.by])),
         )
 
     def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> _Begin:
@@ -527,7 +548,11 @@ class AgentRun:
         run.nested = dict(parent.nested)
         run.answers = {**parent.answers, **accepted}
         return _Begin(
-            run=run, claim=self._to_claim(parent), cancel_reason=cancel_reason, durable=True
+            run=run,
+            claim=self._to_claim(parent),
+            cancel_reason=cancel_reason,
+            durable=True,
+            how="resume",
         )
 
     def _continue_from(self, parent: RunRecord) -> _Begin:
@@ -547,7 +572,7 @@ class AgentRun:
             )
         run.transcript.append({"role": "user", "content": self.prompt})
         superseded = parent if parent.status == "paused" and parent.nested else None
-        return _Begin(run=run, claim=claim, superseded=superseded)
+        return _Begin(run=run, claim=claim, superseded=superseded, how="continue")
 
     def _to_claim(self, parent: RunRecord) -> RunRecord | None:
         # Claimed already by this very run id: an earlier attempt that saved nothing after it.
@@ -619,6 +644,10 @@ class AgentRun:
             run.error = message
         self._closing = True
         await store.save_run(run)
+        _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
+        why = f" ({run.reason})" if run.reason else ""
+        # DEBUG: one line per run is a flood under load; the metrics count them at any level.
+        log.debug("run %s of agent %s saved %s%s", run.run_id, self.agent.name, run.status, why)
         self.output = output_event(run, self.path)
         return self.output
 
@@ -637,6 +666,14 @@ class AgentRun:
             run.status, run.reason, run.message = "cancelled", "interrupted", STOPPED
         # Else the pause or end was being saved: save that again, it may not have landed.
         await journal.save_stopped()
+
+
+def _turn_requesters(parent: RunRecord) -> list[str]:
+    """Who shaped the parent's turn, if a child goes on with that turn: it does unless the
+    parent ended (answered, failed, or cancelled by an answer). A paused, running or stopped
+    parent has given no final answer yet, so its people stay requesters (failing closed)."""
+    ended = parent.status in ("success", "error") or parent.reason == "cancelled"
+    return [] if ended else parent.requesters
 
 
 def _check_answers(parent: RunRecord, resume: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:

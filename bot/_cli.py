@@ -1,5 +1,6 @@
 """The `handback` command: `handback run [MODULE:ATTR]` serves an agent in Slack, `handback dev`
-opens the local playground, `handback audit` and `handback pending` read the store.
+opens the local playground, `handback doctor` checks a deployment, `handback audit` and
+`handback pending` read the store.
 
 Mistakes in the command line or the configuration end with one line on stderr and exit code 2,
 never a traceback.
@@ -9,58 +10,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import logging
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from ._agent import Agent
+from ._agent_ref import DEFAULT_AGENT, AgentRefError, load_agent
+
+if TYPE_CHECKING:
+    from .slack import Settings
 
 __all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent", "main"]
 
-DEFAULT_AGENT = "bot.chatops:agent"
 EXIT_USAGE = 2
-
-
-class AgentRefError(Exception):
-    """`MODULE:ATTR` does not name an `Agent`; the message says why in one line."""
-
-
-def load_agent(ref: str) -> Agent:
-    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app`."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise AgentRefError(f"`{ref}` is not MODULE:ATTR (for example `{DEFAULT_AGENT}`)")
-    if os.getcwd() not in sys.path:
-        # Like uvicorn, so `handback run myagent:agent` finds myagent.py in the current folder.
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name and module_name.startswith(error.name):
-            raise AgentRefError(f"cannot import module `{module_name}`: {error}") from None
-        raise AgentRefError(f"importing `{module_name}` failed: {error}") from None
-    except Exception as error:
-        raise AgentRefError(
-            f"importing `{module_name}` failed: {type(error).__name__}: {error}"
-        ) from None
-    target: object = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise AgentRefError(f"module `{module_name}` has no attribute `{attr}`") from None
-    if not isinstance(target, Agent):
-        raise AgentRefError(f"`{ref}` is a {type(target).__name__}, not a bot.Agent")
-    return target
+EXIT_CHECK_FAILED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="handback",
         description="Slack agents that stop mid-run and hand control back to people.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"handback {_version()}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser(
@@ -84,11 +57,39 @@ def _parser() -> argparse.ArgumentParser:
         "and ack Slack's requests; worker: only work the store's inbox (no Slack endpoint, "
         "no Socket Mode; /healthz on PORT). Any number of each may share one store.",
     )
-    dev = commands.add_parser("dev", help="open the local playground: a Slack stand-in")
-    dev.add_argument("--agent", default=DEFAULT_AGENT, metavar="MODULE:ATTR")
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--port", type=int, default=8080)
+    dev = commands.add_parser(
+        "dev",
+        help="open the local playground: a Slack stand-in in your browser",
+        description="Run the agent against a local Slack stand-in and open its page. Without "
+        "OPENAI_API_KEY a scripted demo model answers.",
+    )
+    dev.add_argument(
+        "--agent",
+        default=DEFAULT_AGENT,
+        metavar="MODULE:ATTR",
+        help=f"the Agent to try (default: {DEFAULT_AGENT})",
+    )
+    dev.add_argument(
+        "--host", default="127.0.0.1", help="address to serve the page on (default: 127.0.0.1)"
+    )
+    dev.add_argument(
+        "--port", type=int, default=8080, help="port to serve the page on (default: 8080)"
+    )
     dev.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the configuration and connections before going live",
+        description="Check the settings, the model, the store (reachable, writable, "
+        "persistent), the Slack tokens and scopes, the approver lists, and say who may approve "
+        "each tool. One line per check; exit code 1 when something would block a start.",
+    )
+    doctor.add_argument(
+        "agent",
+        nargs="?",
+        default=DEFAULT_AGENT,
+        metavar="MODULE:ATTR",
+        help=f"the Agent `handback run` will serve (default: {DEFAULT_AGENT})",
+    )
     for name, help_text in [
         ("audit", "print the audit log, newest first: answers, refusals, expiries"),
         ("pending", "print the interactions still waiting for an answer"),
@@ -126,31 +127,87 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.command in ("audit", "pending"):
         return _view(args.command, args.store, args.limit, args.json)
+    if args.command == "doctor":
+        return _doctor(args.agent)
     return _run(args.agent, args.role)
 
 
-def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
-    from redis.exceptions import RedisError
+def _version() -> str:
+    try:
+        return importlib.metadata.version("handback")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
-    from state import StoreError
+
+def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
+    from state import StoreError, StoreURLError, missing_sqlite_file, resolve_store_url
 
     from ._admin import print_audit, print_pending
 
     if limit < 1:
         return _fail(f"--limit must be at least 1, got {limit}")
+    resolved = resolve_store_url(url)
+    try:
+        missing = missing_sqlite_file(resolved)
+    except StoreURLError as error:
+        return _fail(str(error))
+    if missing is not None:
+        # Opening it would create an empty database and report "empty": wrong folder, mostly.
+        return _fail(
+            f"no store at {resolved} ({os.path.abspath(missing)} does not exist); "
+            "pass --store or set HANDBACK_STORE to the bot's store"
+        )
     show = print_audit if command == "audit" else print_pending
     try:
-        asyncio.run(show(url, limit=limit, as_json=as_json, out=sys.stdout))
+        asyncio.run(show(resolved, limit=limit, as_json=as_json, out=sys.stdout))
     except StoreError as error:
+        # Only `state` sees the backend's own errors: an unreachable Redis is a StoreError too.
         return _fail(f"the store cannot be used: {error}")
-    except RedisError as error:
-        return _fail(f"the store cannot be reached: {error}")
     return 0
 
 
-def _run(ref: str, role: str = "all") -> int:
-    from redis.exceptions import ConnectionError as RedisConnectionError
+def _configure_logging(settings: Settings) -> None:
+    from ._logging import configure_logging
 
+    secrets = [
+        secret.get_secret_value()
+        for secret in (
+            settings.slack_bot_token,
+            settings.slack_app_token,
+            settings.slack_signing_secret,
+            settings.openai_api_key,
+        )
+        if secret is not None
+    ]
+    configure_logging(
+        level=settings.handback_log_level, format=settings.handback_log_format, secrets=secrets
+    )
+
+
+def _doctor(ref: str) -> int:
+    from .slack import ConfigError, load_settings
+    from .slack._doctor import diagnose
+
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        print(f"FAIL  settings: {error}")
+        return EXIT_CHECK_FAILED
+    _configure_logging(settings.model_copy(update={"handback_log_level": "ERROR"}))
+    try:
+        agent = load_agent(ref)
+    except AgentRefError as error:
+        print(f"FAIL  agent: {error}")
+        return EXIT_CHECK_FAILED
+    checks = asyncio.run(diagnose(settings, agent))
+    for check in checks:
+        print(check.line())
+    failed = sum(check.status == "FAIL" for check in checks)
+    print(f"{failed} check(s) failed." if failed else "Everything checked is fine.")
+    return EXIT_CHECK_FAILED if failed else 0
+
+
+def _run(ref: str, role: str = "all") -> int:
     from state import StoreError
 
     from .slack import ConfigError, Role, load_settings, serve
@@ -159,10 +216,7 @@ def _run(ref: str, role: str = "all") -> int:
         settings = load_settings()
     except ConfigError as error:
         return _fail(str(error))
-    logging.basicConfig(
-        level=settings.handback_log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _configure_logging(settings)
     try:
         agent = load_agent(ref)
         asyncio.run(serve(agent, settings, role=cast("Role", role)))
@@ -170,8 +224,6 @@ def _run(ref: str, role: str = "all") -> int:
         return _fail(str(error))
     except StoreError as error:
         return _fail(f"HANDBACK_STORE cannot be used: {error}")
-    except RedisConnectionError as error:
-        return _fail(f"HANDBACK_STORE cannot be reached: {error}")
     except OSError as error:
         # In HTTP mode almost always the port: in use, or not ours to bind.
         return _fail(f"cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")

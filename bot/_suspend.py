@@ -76,7 +76,7 @@ def as_json_payload(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         data = to_jsonable_python(payload)
     except PydanticSerializationError as exc:
-        raise TypeError(f"suspend() payload must be JSON data: {exc}") from None
+        raise UsageError(f"suspend() payload must be JSON data: {exc}") from None
     assert isinstance(data, dict)
     return data
 
@@ -196,9 +196,9 @@ def suspend(
     """
     scope = current_scope.get()
     if scope is None:
-        raise RuntimeError("suspend() was called outside a tool handler of a running agent")
+        raise UsageError("suspend() was called outside a tool handler of a running agent")
     if not isinstance(payload, dict):
-        raise TypeError(f"suspend() takes a dict payload, got {type(payload).__name__}")
+        raise UsageError(f"suspend() takes a dict payload, got {type(payload).__name__}")
     return scope.suspend(payload, kind, response_schema)
 
 

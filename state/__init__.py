@@ -9,6 +9,7 @@ from ._errors import (
     StoreError,
     StoreURLError,
 )
+from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
 from ._keys import THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
@@ -56,11 +57,15 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreError",
+    "StoreReport",
     "StoreURLError",
     "ThreadStop",
     "WorkItem",
     "check_schema",
+    "check_store",
+    "missing_sqlite_file",
     "open_store",
+    "resolve_store_url",
     "schema_errors",
     "store_from_url",
 ]

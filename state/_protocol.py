@@ -78,6 +78,9 @@ class InteractionStore(Protocol):
     async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
         """Pending interactions whose `expires_at <= now`, oldest first."""
 
+    async def pending_count(self) -> int:
+        """How many interactions wait for an answer (one cheap read, for the metrics)."""
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         """Ids of runs that wait for nothing any more but were never resumed, in id order.
 

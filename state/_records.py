@@ -128,6 +128,11 @@ class RunRecord:
     `load_run`'s job), so it must not be saved. Never stored."""
     nested: dict[str, NestedRun] = field(default_factory=dict)
     """By tool call id of `pending_calls`: the inner run a call to an agent paused on."""
+    requesters: list[str] = field(default_factory=list)
+    """Who shaped this turn (the chain of runs since the last one that ended): whoever sent the
+    messages that started or continued it and whoever gave the answers it consumed. Carried
+    from parent to child, because `answers` are pruned at each pause; a run that continues after
+    an ended one starts afresh. Approvals treat all of them as requesters."""
 
 
 @dataclass(kw_only=True)
@@ -157,6 +162,9 @@ class InteractionRecord:
     message_ts: str | None = None
     requester: str | None = None
     """The person whose message started the run (approvals may forbid self-approval)."""
+    requesters: list[str] = field(default_factory=list)
+    """Everyone who shaped the turn that asks (`RunRecord.requesters`): none of them may approve
+    it alone. Empty in records written before the field existed."""
     status: InteractionStatus = "pending"
     answer: Any = None
     answered_by: str | None = None

@@ -727,6 +727,10 @@ class RedisStore(RedisInbox):
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
 
+    async def pending_count(self) -> int:
+        """ZCARD of `due`: an answer or a close removes the interaction from it."""
+        return int(await self._send(self._live().zcard(self._keys.due)))
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         """Walk the `settled` index in id order, a batch at a time: read the runs and their
         interaction ids, then those interactions' statuses; runs found gone, claimed or no

@@ -634,6 +634,12 @@ class SQLiteStore(SQLiteInbox):
 
         return [_decode_ix(row) for row in await self._call(due)]
 
+    async def pending_count(self) -> int:
+        """Counted on the partial index of pending interactions."""
+        query = "SELECT count(*) FROM interactions WHERE status = 'pending'"
+        row = await self._call(lambda conn: conn.execute(query).fetchone())
+        return int(row[0])
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         if limit <= 0:
             return []

@@ -10,7 +10,7 @@ import webbrowser
 
 from state import StoreError
 
-from .._cli import DEFAULT_AGENT, AgentRefError, load_agent
+from .._agent_ref import DEFAULT_AGENT, AgentRefError, load_agent
 from ..slack import ConfigError
 from ._playground import Playground
 

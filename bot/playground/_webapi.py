@@ -133,7 +133,8 @@ class WebApi:
             body = await handler(args)
         except _ApiError as error:
             return web.json_response({"ok": False, "error": error.code})
-        return web.json_response({"ok": True, **body})
+        scopes = {"x-oauth-scopes": ",".join(ws.scopes)}
+        return web.json_response({"ok": True, **body}, headers=scopes)
 
     def _channel_arg(self, args: Mapping[str, Any], key: str = "channel") -> str:
         channel = str(args.get(key) or "")

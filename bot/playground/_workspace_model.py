@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..slack._manifest import BOT_SCOPES
 from ._changes import ChangeFeed
 
 __all__ = [
@@ -171,6 +172,8 @@ class Workspace(ChangeFeed):
         self.bot_id = bot_id
         self.bot_token = bot_token
         self.app_token = app_token
+        self.scopes: list[str] = list(BOT_SCOPES)
+        """What the bot token was granted; Slack says so in each answer's `x-oauth-scopes`."""
 
         self.users: dict[str, User] = {}
         self.usergroups: dict[str, list[str]] = {}

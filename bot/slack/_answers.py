@@ -26,7 +26,7 @@ from state import (
     StoreError,
 )
 
-from .. import Cancel
+from .. import Cancel, _logging, _metrics
 from ._chat import Chat
 from ._conversation import Conversations, Thread
 from ._expiry import EXPIRED_REASON
@@ -103,6 +103,7 @@ class Answers:
         A retried work item may find the interaction answered by this very person: its first
         attempt claimed it and died. That is returned too, so `accept()` can finish the work.
         """
+        _logging.bind(interaction_id=interaction_id)
         record = await self.store.get_interaction(interaction_id)
         if record is None:
             raise Refusal("handback has no such request; this control cannot be used.")
@@ -131,6 +132,7 @@ class Answers:
         interaction_id: str | None,
         run_id: str | None = None,
     ) -> None:
+        _metrics.answer_refused(reason)
         await self.store.audit(
             AuditEntry(
                 at=self.clock(),
@@ -394,6 +396,7 @@ class Answers:
                 detail=_short_json(answer),
             )
         )
+        _metrics.ANSWERS.labels(outcome="accepted").inc()
         await self.conversations.show_closed(stored)
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
@@ -413,6 +416,7 @@ class Answers:
             thread=_thread_of(records[0]),
             working_ts=working_ts,
             child_id=child_id,
+            by=[record.answered_by for record in records if record.answered_by],
         )
         return True
 
@@ -486,7 +490,11 @@ class Answers:
                 await self.conversations.show_closed(record)
                 answers[record.interaction_id] = Cancel(_cancel_reason(record.status))
         await self.conversations.resume(
-            run_id=run_id, answers=answers, thread=_thread_of(records[0]), child_id=child_id
+            run_id=run_id,
+            answers=answers,
+            thread=_thread_of(records[0]),
+            child_id=child_id,
+            by=[record.answered_by for record in records if record.answered_by],
         )
         return True
 

@@ -35,7 +35,7 @@ import blocks
 from blocks import InvalidAnswer
 from state import InteractionRecord, Store, StoreError, ThreadStop
 
-from .. import Agent
+from .. import Agent, _metrics
 from ._answers import Answers
 from ._chat import Chat
 from ._commands import audit_refusal, read_command
@@ -258,12 +258,13 @@ class SlackBot:
 
     def web_app(self, *, health_only: bool = False) -> web.Application:
         """The aiohttp application: `POST /slack/events` (events and interactivity), `GET
-        /healthz`; a worker serves only the latter.
+        /healthz` and `GET /metrics` (Prometheus); a worker serves only the latter two.
 
         Every request to `/slack/events` is verified and its payload checked (`SlackGate`)
         before Bolt reads it.
         """
-        application = web.Application()
+        application = web.Application(middlewares=[_metrics.http_middleware])
+        application.router.add_get("/metrics", _metrics.metrics_handler(self.store))
         if not health_only:
             secret = self.settings.slack_signing_secret
             gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)
@@ -355,6 +356,7 @@ class SlackBot:
         A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
         """
         self._recording += 1
+        started = time.perf_counter()
         try:
             item_id = await asyncio.wait_for(
                 self.store.enqueue(kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe),
@@ -362,9 +364,13 @@ class SlackBot:
             )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
+            _metrics.STORE_ERRORS.labels(where="record").inc()
+            _metrics.RECORDED.labels(kind=kind, outcome="not_recorded").inc()
             return False
         finally:
             self._recording -= 1
+            _metrics.RECORD_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
+        _metrics.RECORDED.labels(kind=kind, outcome="recorded" if item_id else "repeated").inc()
         if item_id is None:
             # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
             log.info("ignoring a repeated delivery of %s", dedupe)

@@ -19,6 +19,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 
+from .. import _metrics
+
 __all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text"]
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
@@ -63,9 +65,12 @@ class Chat:
         try:
             response = await getattr(self.client, method)(**kwargs)
         except SlackApiError as error:
-            log.warning("slack %s failed: %s", method, error.response.get("error"))
+            code = str(error.response.get("error"))
+            _metrics.SLACK_API_ERRORS.labels(method=method, error=code).inc()
+            log.warning("slack %s failed: %s", method, code)
             return None
         except (aiohttp.ClientError, TimeoutError) as error:
+            _metrics.SLACK_API_ERRORS.labels(method=method, error="unreachable").inc()
             log.warning("slack %s failed: %r", method, error)
             return None
         return dict(response.data) if isinstance(response.data, dict) else {}

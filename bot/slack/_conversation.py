@@ -11,7 +11,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import blocks
 from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError, ThreadStop
 
-from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
+from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, _logging
 from .._agent import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
@@ -86,6 +86,7 @@ class Conversations:
         race. A lock orders this process's turns; the store's lease then orders them with other
         processes', so each turn continues from the run the previous one left."""
         key = (thread.channel, thread.thread_ts)
+        _logging.bind(channel=thread.channel, thread=thread.thread_ts)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
@@ -209,7 +210,8 @@ class Conversations:
             # A retry after the first attempt saved this very run: replay it, not its parent.
             parent_id = None
         try:
-            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id)
+            by = [thread.requester] if thread.requester else []
+            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
             await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise  # The work item is taken again once the store answers.
@@ -255,11 +257,13 @@ class Conversations:
         thread: Thread,
         working_ts: str | None = None,
         child_id: str | None = None,
+        by: Sequence[str] = (),
     ) -> None:
         """Resume a paused run with every answer it waits for; a lost race is not an error.
 
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
+        `by` names who gave the answers: they count as requesters of what the run asks next.
         """
         turn = await self._open_turn(thread, run_id=child_id, title=None)
         if turn is None and working_ts:
@@ -268,7 +272,7 @@ class Conversations:
             turn.working_ts = working_ts
         try:
             async with self._turn(thread):
-                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
+                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id, by=by)
                 await self._drive_stoppable(run, thread, turn)
         except StoreError:
             raise
@@ -448,7 +452,7 @@ class Conversations:
         if output.status.reason == "input_required":
             if turn is not None:
                 await turn.finish("suspended")
-            await self._post_cards(output.run_id, interactions, thread)
+            await self._post_cards(output.run_id, interactions, thread, run.requesters)
             return
         reply = _reply_text(output)
         if turn is None:
@@ -481,7 +485,7 @@ class Conversations:
         await self._finish(thread, turn)
 
     async def _post_cards(
-        self, run_id: str, events: list[InteractionEvent], thread: Thread
+        self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
     ) -> None:
         now = self.clock()
         records: list[InteractionRecord] = []
@@ -497,6 +501,7 @@ class Conversations:
                 channel=thread.channel,
                 thread_ts=thread.thread_ts,
                 requester=thread.requester,
+                requesters=requesters,
                 created_at=now,
                 expires_at=now + self.ttl,
             )

@@ -5,6 +5,13 @@ follow `HANDBACK_APPROVERS`, or the tool's own list in `HANDBACK_TOOL_APPROVERS`
 means anyone in the channel, except that the person who asked may not approve their own request
 (they may always deny it: withdrawing a request is never a risk). A user group that cannot be
 read grants nothing, and the person is told why.
+
+Everyone who shaped the turn that asks for an approval counts as a requester of it
+(`InteractionRecord.requesters`): whoever sent a message of that turn and whoever answered one
+of its questions. Otherwise an approver could answer someone else's question with "please
+deploy" and then approve the deploy alone. `HANDBACK_ALLOW_SELF_APPROVAL` relaxes the rule only
+for the person whose message started the run that asks (`requester`), which is what the setting
+says; the others are refused whatever it says.
 """
 
 from __future__ import annotations
@@ -96,6 +103,13 @@ class AnswerPolicy:
                 return None
             if not self.allow_self_approval:
                 return "You asked for this, so someone else has to approve it."
+        elif user in record.requesters:
+            if denying:
+                return None
+            return (
+                "You answered a question or sent a message in the conversation that led to "
+                "this request, so someone else has to approve it."
+            )
         # The list applies to the requester too: `allow_self_approval` only relaxes "not the
         # requester", it never lets someone who is not an approver approve anything.
         allowed = self.tool_approvers.get(tool, self.approvers)

@@ -6,6 +6,8 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable
+from contextlib import AsyncExitStack
+from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -83,11 +85,22 @@ async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None
     async with (
         open_store(settings.handback_store) as store,
         SlackBot(agent=agent, store=store, settings=settings, client=client, role=role) as bot,
+        AsyncExitStack() as extra,
     ):
+        if settings.handback_metrics_port is not None:
+            url = await extra.enter_async_context(
+                bot.serve_http(settings.host, settings.handback_metrics_port, health_only=True)
+            )
+            log.info("metrics on %s:%s/metrics", settings.host, _port_of(url))
         if role == "worker":
-            # No Slack endpoint and no Socket Mode: only /healthz, so an orchestrator can probe.
+            # No Slack endpoint and no Socket Mode: /healthz and /metrics, for the orchestrator.
             async with bot.serve_http(settings.host, settings.port, health_only=True) as url:
-                log.info("agent %s working the inbox; health on %s", agent.name, url)
+                log.info(
+                    "agent %s working the inbox; /healthz and /metrics on %s:%s",
+                    agent.name,
+                    settings.host,
+                    _port_of(url),
+                )
                 await stop.wait()
         elif settings.slack_app_token is not None:
             log.info("agent %s connecting over Socket Mode", agent.name)
@@ -96,6 +109,16 @@ async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None
             async with bot.serve_http(settings.host, settings.port) as url:
                 # After the bind, so a port in use is reported before anything else.
                 await check_tokens(client, settings)
-                log.info("agent %s listening on %s", agent.name, url)
+                log.info(
+                    "agent %s listening on %s:%s (Slack's Request URL path is /slack/events)",
+                    agent.name,
+                    settings.host,
+                    _port_of(url),
+                )
                 await stop.wait()
         log.info("shutting down")
+
+
+def _port_of(url: str) -> int | None:
+    """The port a `serve_http()` URL names: the one actually bound (PORT may be 0)."""
+    return urlsplit(url).port

@@ -18,13 +18,14 @@ from state import THREAD_LEASE_TTL
 from .._errors import HandbackError
 from ._worker import WORK_LEASE
 
-__all__ = ["ConfigError", "LogLevel", "Settings", "load_settings"]
+__all__ = ["ConfigError", "LogFormat", "LogLevel", "Settings", "load_settings"]
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 SlackUi = Literal["auto", "agent", "classic"]
 """How answers show in Slack: `agent` sessions (status, streamed text, tasks, the stop button),
 `classic` messages (a reaction while working, one message per answer), or `auto`: agent until
 Slack says the app is not an agent, then classic."""
+LogFormat = Literal["text", "json"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -104,6 +105,12 @@ class Settings(BaseSettings):
     handback_slack_ui: SlackUi = "auto"
     """`auto`, `agent` or `classic` (see `SlackUi`)."""
     handback_log_level: LogLevel = "INFO"
+    handback_log_format: LogFormat = "text"
+    """`json` for one JSON object per line (with run, thread and work item ids when known)."""
+    handback_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """A port of its own for `/metrics` and `/healthz` (on HOST): for Socket Mode, and to keep
+    metrics off the port a reverse proxy exposes to Slack. HTTP mode and workers serve them on
+    PORT too."""
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -191,6 +198,16 @@ class Settings(BaseSettings):
     @classmethod
     def _level(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("handback_log_format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("handback_metrics_port", mode="before")
+    @classmethod
+    def _empty_port(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _mode(self) -> Settings:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import uuid
@@ -18,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from state import Store, StoreError, WorkItem
+
+from .. import _logging, _metrics
 
 __all__ = ["WORK_LEASE", "Work", "Worker", "derived_run_id"]
 
@@ -119,6 +122,7 @@ class Worker:
                 try:
                     taken = await self._take(block=self.poll)
                 except StoreError as error:
+                    _metrics.STORE_ERRORS.labels(where="take").inc()
                     log.warning("cannot take work from the store (%s); retrying", error)
                     await self._pause(pause)
                     pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
@@ -212,11 +216,17 @@ class Worker:
         task.add_done_callback(finished)
 
     async def _run(self, item: WorkItem) -> None:
+        finished = functools.partial(
+            _metrics.work_finished, item.kind, enqueued_at=item.enqueued_at
+        )
+        _metrics.work_taken(item.kind, attempts=item.attempts, enqueued_at=item.enqueued_at)
+        _logging.bind(work_item=item.item_id, work_kind=item.kind)  # this item's task only
         if item.attempts > self.max_attempts:
             log.error(
                 "dropping %s item %s after %d attempts", item.kind, item.item_id, item.attempts
             )
             await self._done(item)
+            finished("dropped")
             return
         try:
             await self.handle(item)
@@ -224,18 +234,22 @@ class Worker:
             # Left in the inbox: once the store answers again the item is taken again and the
             # work finishes from where the store says it got to.
             log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
+            finished("store_error")
             return
         except Exception:
             # The handlers tell people about failures themselves; this is a bug. The item is
             # retried, up to `max_attempts`.
             log.exception("%s item %s failed", item.kind, item.item_id)
+            finished("failed")
             return
         await self._done(item)
+        finished("done")
 
     async def _done(self, item: WorkItem) -> None:
         try:
             await self.store.done(item.item_id)
         except StoreError as error:
+            _metrics.STORE_ERRORS.labels(where="done").inc()
             # Taken again after its lease, the item finds its work done and changes nothing.
             log.warning("could not mark item %s done: %s", item.item_id, error)
 
@@ -248,6 +262,7 @@ class Worker:
             try:
                 kept = set(await self.store.extend(self.consumer, held, lease=self.lease))
             except StoreError as error:
+                _metrics.STORE_ERRORS.labels(where="lease").inc()
                 log.warning("could not renew the leases of %d item(s): %s", len(held), error)
                 continue
             for lost in set(held) - kept:

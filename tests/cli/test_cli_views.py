@@ -90,8 +90,10 @@ async def test_audit_and_pending_read_the_store(store_url: str) -> None:
     assert "approval" in rows[1] and "int_2" in rows[1] and "C0OPS" in rows[1]
 
 
-def test_empty_store_and_bad_input(tmp_path: Path) -> None:
+async def test_empty_store_and_bad_input(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'empty.db'}"
+    async with open_store(url):
+        pass  # an empty store, as a bot that has not been used yet leaves it
     assert handback("audit", "--store", url).stdout == "The audit log is empty.\n"
     assert (
         handback("pending", "--store", url).stdout == "No interaction is waiting for an answer.\n"
@@ -127,3 +129,21 @@ async def test_far_future_expiry_still_prints(store_url: str) -> None:
     done = handback("pending", "--store", store_url)
     assert done.returncode == 0, done.stderr
     assert "an unknown date" in done.stdout and "int_far" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["audit", "pending"])
+def test_a_store_that_does_not_exist_is_not_created(tmp_path: Path, command: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot._cli", command],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "HANDBACK_STORE"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("handback: no store at sqlite:///handback.db")
+    assert str(tmp_path / "handback.db") in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "handback.db").exists()

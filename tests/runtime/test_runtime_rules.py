@@ -404,7 +404,7 @@ async def test_tool_exception_goes_back_to_model(store: Store) -> None:
 
 
 async def test_suspend_outside_a_run() -> None:
-    with pytest.raises(RuntimeError, match="outside"):
+    with pytest.raises(UsageError, match="outside"):
         suspend({"q": 1})
 
 

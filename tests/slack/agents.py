@@ -313,3 +313,21 @@ call_0_agent = Agent(
     tools=[Tool(durable_deploy, name="deploy", requires_approval=True), lookup, slow],
 )
 """`durable_agent` behind a model whose tool calls all carry the id `call_0`."""
+
+
+def _ask_then_do(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    last = _last(messages)
+    if last["role"] == "user":
+        return _tool_call("ask_user", question="What should I do?")
+    if "deploy" in str(last["content"]) and not str(last["content"]).startswith("deployed"):
+        return _tool_call("deploy", service="api", environment="prod")
+    return f"Tool said: {last['content']}"
+
+
+laundering_agent = Agent(
+    name="ask-then-do",
+    model=FunctionModel(_ask_then_do),
+    tools=[ask_user, Tool(deploy, requires_approval=True)],
+)
+"""Asks what to do for every message, and deploys (behind an approval) when the answer says
+"deploy": the shape of four-eyes laundering, where whoever answers steers the model."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_DENY_REASON
+from bot.playground._slack import Message
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
 
 @pytest.fixture(autouse=True)
@@ -98,3 +99,69 @@ async def test_self_approval_when_allowed(make_bot: BotFactory) -> None:
         asked = await h.mention(ALICE, "deploy api to prod")
         await h.click(ALICE, h.card(asked.ts).ts, ACTION_APPROVE)
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+
+
+async def _laundered_card(h: Harness) -> tuple[Message, Message]:
+    """Alice asks; Bob, an approver, answers her question with "please deploy"; the model asks
+    to deploy. The thread's first message and the approval card."""
+    asked = await h.mention(ALICE, "what should happen with api?")
+    question = h.card(asked.ts)
+    await h.reply(BOB, asked.ts, "please deploy")
+    card = h.card(asked.ts)
+    assert card.ts != question.ts and "deploy" in card.text
+    return asked, card
+
+
+@pytest.mark.parametrize("self_approval", ["false", "true"])
+async def test_answering_a_question_does_not_let_you_approve_what_it_led_to(
+    make_bot: BotFactory, self_approval: str
+) -> None:
+    async with make_bot(
+        agents.laundering_agent,
+        HANDBACK_APPROVERS=f"{BOB},{CAROL},{ALICE}",
+        HANDBACK_ALLOW_SELF_APPROVAL=self_approval,
+    ) as h:
+        asked, card = await _laundered_card(h)
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.requester == ALICE
+        assert set(stored.requesters) == {ALICE, BOB}
+
+        assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
+        assert agents.DEPLOYS == []
+        assert "answered a question or sent a message" in h.ephemerals(BOB)[-1]
+        assert "someone else has to approve it" in h.ephemerals(BOB)[-1]
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert [e.user for e in refused] == [BOB]
+        assert refused[0].interaction_id == h.interaction_id(card)
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending"
+
+        await h.click(CAROL, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert h.texts(asked.ts)[-1] == "Tool said: deployed api to prod"
+
+
+async def test_whoever_answered_may_still_deny(make_bot: BotFactory) -> None:
+    async with make_bot(agents.laundering_agent, HANDBACK_APPROVERS=f"{BOB},{CAROL}") as h:
+        asked, card = await _laundered_card(h)
+        await h.click(BOB, card.ts, ACTION_DENY)
+        assert agents.DEPLOYS == []
+        assert "Denied" in h.texts(asked.ts)[-1]
+
+
+async def test_a_new_turn_after_an_answer_starts_a_fresh_set_of_requesters(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.laundering_agent, HANDBACK_APPROVERS=f"{BOB},{CAROL}") as h:
+        asked, card = await _laundered_card(h)
+        await h.click(CAROL, card.ts, ACTION_APPROVE)
+        assert len(agents.DEPLOYS) == 1
+
+        # Carol's next message is a turn of its own: Bob shaped the last one, not this one.
+        await h.reply(CAROL, asked.ts, "and now?", mention=True)
+        await h.reply(DAVE, asked.ts, "deploy again")
+        second = h.card(asked.ts)
+        stored = await h.store.get_interaction(h.interaction_id(second))
+        assert stored is not None and set(stored.requesters) == {CAROL, DAVE}
+        await h.click(BOB, second.ts, ACTION_APPROVE)
+        assert len(agents.DEPLOYS) == 2

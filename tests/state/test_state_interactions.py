@@ -243,3 +243,14 @@ async def test_a_corrupt_interaction_raises_an_error_naming_its_key(
     await overwrite_raw(store, store_url, "interactions", "ix-2", '"just a string"')
     with pytest.raises(CorruptRecordError, match="not a JSON object"):
         await store.get_interaction("ix-2")
+
+
+async def test_pending_count_counts_what_waits_for_an_answer(store: Store) -> None:
+    assert await store.pending_count() == 0
+    await store.add_interactions([make_interaction(f"ix-{n}") for n in range(3)])
+    assert await store.pending_count() == 3
+    claim = await store.answer_interaction("ix-0", answer="x", answered_by="U1", now=time.time())
+    assert claim.won
+    closed = await store.close_interaction("ix-1", status="superseded", now=time.time())
+    assert closed.won
+    assert await store.pending_count() == 1

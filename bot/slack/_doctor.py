@@ -1,0 +1,268 @@
+"""`handback doctor`: check a deployment's configuration and connections before it goes live.
+
+Each check is one line: `ok`, `warn` (works, but look at it) or `FAIL` (blocks a start or
+leaves people unable to answer), with what to do. Nothing here changes the store or Slack: the
+store gets a probe that is removed at once, and an SQLite file that does not exist is not
+created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from state import StoreError, check_store, missing_sqlite_file, open_store
+
+from .. import Agent
+from .._model import OpenAIModel
+from ._app import make_client
+from ._manifest import BOT_SCOPES
+from ._serve import check_agent
+from ._settings import ConfigError, Settings
+
+__all__ = ["Check", "diagnose", "who_may_approve"]
+
+Status = Literal["ok", "warn", "FAIL"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class Check:
+    """One line of the report."""
+
+    status: Status
+    name: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.name}: {self.detail}"
+
+
+async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
+    """Every check, in the order an operator fixes things: mode, model, store, Slack, people."""
+    checks = [_mode(settings), _model(settings, agent), await _store(settings)]
+    client = make_client(settings)
+    async with aiohttp.ClientSession() as session:
+        client.session = session
+        checks += await _slack(client, settings)
+        checks += await _people(client, settings)
+    checks += [
+        Check(status="ok", name=f"approvals of `{tool}`", detail=who)
+        for tool, who in who_may_approve(settings, agent)
+    ]
+    return checks
+
+
+def _mode(settings: Settings) -> Check:
+    if settings.socket_mode:
+        return Check(status="ok", name="mode", detail="Socket Mode (SLACK_APP_TOKEN is set)")
+    if settings.slack_signing_secret is None:  # the settings refuse this; kept for safety
+        return Check(
+            status="FAIL",
+            name="mode",
+            detail="HTTP mode without SLACK_SIGNING_SECRET: set it from Basic Information",
+        )
+    return Check(
+        status="ok",
+        name="mode",
+        detail=f"HTTP on {settings.host}:{settings.port}, SLACK_SIGNING_SECRET is set",
+    )
+
+
+def _model(settings: Settings, agent: Agent) -> Check:
+    try:
+        check_agent(agent, settings)
+    except ConfigError as error:
+        return Check(status="FAIL", name="model", detail=f"{error}: set it in the environment")
+    model = agent.model
+    if isinstance(model, OpenAIModel):
+        where = settings.openai_base_url or "api.openai.com"
+        detail = f"agent `{agent.name}` uses `openai/{model.name}` at {where}"
+    else:
+        detail = f"agent `{agent.name}` uses `{model.name}`"
+    return Check(status="ok", name="model", detail=detail)
+
+
+async def _store(settings: Settings) -> Check:
+    url = settings.handback_store
+    missing = missing_sqlite_file(url)
+    if missing is not None:
+        return Check(
+            status="warn",
+            name="store",
+            detail=f"SQLite file {missing} does not exist yet; `handback run` creates it here. "
+            "Use Redis (HANDBACK_STORE=redis://...) for more than one process",
+        )
+    try:
+        async with open_store(url) as store:
+            report = await check_store(store, url)
+    except (StoreError, OSError) as error:
+        return Check(status="FAIL", name="store", detail=f"cannot open {url!r}: {error}")
+    if report.problem is not None:
+        return Check(
+            status="FAIL",
+            name="store",
+            detail=f"{report.kind} at {report.where} cannot be used: {report.problem}",
+        )
+    detail = f"{report.kind} at {report.where}, reachable and writable"
+    if report.persistence is not None:
+        detail += f"; persistence: {report.persistence}"
+    if not report.durable:
+        return Check(
+            status="warn",
+            name="store",
+            detail=detail + ". A Redis restart would lose every paused run: turn on AOF "
+            "(`appendonly yes`) or RDB snapshots",
+        )
+    return Check(status="ok", name="store", detail=detail)
+
+
+async def _slack(client: AsyncWebClient, settings: Settings) -> list[Check]:
+    try:
+        response = await client.auth_test()
+    except SlackApiError as error:
+        code = error.response.get("error")
+        return [
+            Check(
+                status="FAIL",
+                name="SLACK_BOT_TOKEN",
+                detail=f"Slack refused it ({code}): copy the Bot User OAuth Token (xoxb-) "
+                "from OAuth & Permissions",
+            )
+        ]
+    except (aiohttp.ClientError, TimeoutError) as error:
+        return [
+            Check(
+                status="FAIL",
+                name="Slack",
+                detail=f"out of reach at {settings.slack_api_url} "
+                f"({type(error).__name__}: {error})",
+            )
+        ]
+    checks = [
+        Check(
+            status="ok",
+            name="SLACK_BOT_TOKEN",
+            detail=f"team {response.get('team')} ({response.get('team_id')}), "
+            f"bot user {response.get('user')} ({response.get('user_id')})",
+        ),
+        _scopes(response.headers.get("x-oauth-scopes")),
+    ]
+    if settings.slack_app_token is not None:
+        checks.append(await _app_token(client, settings.slack_app_token.get_secret_value()))
+    return checks
+
+
+def _scopes(header: str | list[str] | None) -> Check:
+    if isinstance(header, list):  # slack_sdk keeps repeated headers as a list
+        header = ",".join(header)
+    if header is None:
+        return Check(
+            status="warn", name="scopes", detail="Slack did not say which scopes the token has"
+        )
+    granted = {scope.strip() for scope in header.split(",") if scope.strip()}
+    missing = [scope for scope in BOT_SCOPES if scope not in granted]
+    if missing:
+        return Check(
+            status="FAIL",
+            name="scopes",
+            detail=f"missing {', '.join(missing)}: add them under OAuth & Permissions -> Bot "
+            "Token Scopes (or update the manifest), then reinstall the app to the workspace",
+        )
+    return Check(status="ok", name="scopes", detail=f"all {len(BOT_SCOPES)} the app needs")
+
+
+async def _app_token(client: AsyncWebClient, token: str) -> Check:
+    try:
+        await client.apps_connections_open(app_token=token)
+    except SlackApiError as error:
+        return Check(
+            status="FAIL",
+            name="SLACK_APP_TOKEN",
+            detail=f"Slack refused it ({error.response.get('error')}): make an app-level token "
+            "with connections:write under Basic Information",
+        )
+    except (aiohttp.ClientError, TimeoutError) as error:
+        return Check(
+            status="FAIL", name="SLACK_APP_TOKEN", detail=f"Slack is out of reach: {error!r}"
+        )
+    return Check(status="ok", name="SLACK_APP_TOKEN", detail="Socket Mode connections allowed")
+
+
+async def _people(client: AsyncWebClient, settings: Settings) -> list[Check]:
+    """Every user and user group the approver and answerer lists name, looked up in Slack."""
+    named: dict[str, list[str]] = {}
+    for entry in settings.handback_approvers:
+        named.setdefault(entry, []).append("HANDBACK_APPROVERS")
+    for tool, entries in settings.handback_tool_approvers.items():
+        for entry in entries:
+            named.setdefault(entry, []).append(f"HANDBACK_TOOL_APPROVERS[{tool}]")
+    for entry in settings.handback_answerers:
+        named.setdefault(entry, []).append("HANDBACK_ANSWERERS")
+    return [await _person(client, entry, where) for entry, where in named.items()]
+
+
+async def _person(client: AsyncWebClient, entry: str, where: list[str]) -> Check:
+    name = f"{entry} (in {', '.join(where)})"
+    lookup: Callable[[], Awaitable[str]]
+    if entry.startswith("S"):
+
+        async def lookup() -> str:
+            found = await client.usergroups_users_list(usergroup=entry)
+            return f"user group with {len(found.get('users') or [])} member(s)"
+    else:
+
+        async def lookup() -> str:
+            found = await client.users_info(user=entry)
+            user = found.get("user") or {}
+            return f"user {user.get('name', '?')}"
+
+    try:
+        return Check(status="ok", name=name, detail=await lookup())
+    except SlackApiError as error:
+        code = error.response.get("error")
+        fix = (
+            "the group id is wrong, or the token lacks usergroups:read"
+            if entry.startswith("S")
+            else "the user id is wrong (find it in the person's profile: ... -> Copy member ID)"
+        )
+        return Check(status="FAIL", name=name, detail=f"Slack said {code}: {fix}")
+    except (aiohttp.ClientError, TimeoutError) as error:
+        return Check(status="FAIL", name=name, detail=f"Slack is out of reach: {error!r}")
+
+
+def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str]]:
+    """For each tool of the agent that can ask for approval, who may give it, in words."""
+    found = []
+    for tool in agent.tools.values():
+        rule = tool.requires_approval
+        if rule is False:
+            continue
+        allowed = settings.handback_tool_approvers.get(tool.name, settings.handback_approvers)
+        source = (
+            "HANDBACK_TOOL_APPROVERS"
+            if tool.name in settings.handback_tool_approvers
+            else "HANDBACK_APPROVERS"
+        )
+        who = (
+            f"{', '.join(allowed)} (from {source})"
+            if allowed
+            else "anyone in the channel (HANDBACK_APPROVERS is empty)"
+        )
+        when = "every call" if rule is True else "calls its policy picks"
+        self_rule = (
+            "the requester may approve their own request"
+            if settings.handback_allow_self_approval
+            else "never the requester"
+        )
+        found.append(
+            (
+                tool.name,
+                f"{when}; {who}; {self_rule}, nor anyone who answered a question of the same turn",
+            )
+        )
+    return found

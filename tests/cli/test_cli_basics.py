@@ -1,0 +1,32 @@
+"""The command line itself: `--version`, and help for every option of every command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import subprocess
+import sys
+
+from bot._cli import _parser
+
+
+def test_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot._cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"handback {importlib.metadata.version('handback')}"
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    parser = _parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) == {"run", "dev", "doctor", "audit", "pending"}
+    for name, command in commands.choices.items():
+        assert command.description, name
+        for action in command._actions:
+            assert action.help, f"`handback {name} {action.dest}` has no help"

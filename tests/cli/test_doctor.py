@@ -1,0 +1,126 @@
+"""`handback doctor` against LocalSlack and a real Redis: a line per check, exit 1 on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.playground._slack import LocalSlack
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "tests.slack.agents:approval_agent"
+
+pytestmark = pytest.mark.slow
+
+
+async def doctor(
+    slack: LocalSlack, store_url: str, *, agent: str = AGENT, **env: str
+) -> tuple[int, list[str]]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "HANDBACK_"))}
+    environment = {
+        **keep,
+        "SLACK_BOT_TOKEN": slack.bot_token,
+        "SLACK_SIGNING_SECRET": slack.signing_secret,
+        "SLACK_API_URL": slack.api_url,
+        "HANDBACK_STORE": store_url,
+        **env,
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot._cli",
+        "doctor",
+        agent,
+        cwd=ROOT,
+        env={k: v for k, v in environment.items() if v != ""},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert b"Traceback" not in err, err.decode()
+    assert process.returncode is not None
+    return process.returncode, out.decode().splitlines()
+
+
+def line(lines: list[str], name: str) -> str:
+    found = [entry for entry in lines if entry[6:].startswith(name + ":")]
+    assert len(found) == 1, lines
+    return found[0]
+
+
+async def test_everything_right_exits_0(redis_store_url: str) -> None:
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            redis_store_url,
+            HANDBACK_APPROVERS="U0BOB S0OPS",
+            HANDBACK_TOOL_APPROVERS='{"deploy": ["U0DAVE"]}',
+        )
+    assert code == 0, lines
+    assert line(lines, "mode").startswith("ok    mode: HTTP")
+    store = line(lines, "store")
+    assert store[6:].startswith("store: redis at redis://127.0.0.1")
+    assert "reachable and writable; persistence: " in store
+    # CI's Redis runs without persistence: that works, with a warning saying what it risks.
+    assert store.startswith("ok") or "turn on AOF" in store
+    assert "team local" in line(lines, "SLACK_BOT_TOKEN")
+    assert line(lines, "scopes").startswith("ok")
+    assert "user bob" in line(lines, "U0BOB (in HANDBACK_APPROVERS)")
+    assert "user group with 2 member(s)" in line(lines, "S0OPS (in HANDBACK_APPROVERS)")
+    assert "user dave" in line(lines, "U0DAVE (in HANDBACK_TOOL_APPROVERS[deploy])")
+    who = line(lines, "approvals of `deploy`")
+    assert "U0DAVE (from HANDBACK_TOOL_APPROVERS)" in who and "never the requester" in who
+    assert lines[-1] == "Everything checked is fine."
+
+
+async def test_a_missing_scope_says_what_to_add_and_exits_1(redis_store_url: str) -> None:
+    async with LocalSlack() as slack:
+        slack.scopes.remove("reactions:write")
+        code, lines = await doctor(slack, redis_store_url)
+    assert code == 1
+    scopes = line(lines, "scopes")
+    assert scopes.startswith("FAIL") and "missing reactions:write" in scopes
+    assert "reinstall the app" in scopes
+    assert lines[-1] == "1 check(s) failed."
+
+
+async def test_failures_name_what_is_wrong(tmp_path: Path) -> None:
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            "redis://127.0.0.1:1/0",
+            agent="bot.chatops:agent",
+            SLACK_BOT_TOKEN="xoxb-revoked",
+            OPENAI_API_KEY="",
+        )
+    assert code == 1
+    assert line(lines, "model").startswith("FAIL  model: OPENAI_API_KEY is missing")
+    assert line(lines, "store").startswith("FAIL  store: ")
+    assert "invalid_auth" in line(lines, "SLACK_BOT_TOKEN")
+
+
+async def test_an_approver_slack_does_not_know_fails(sqlite_store_url: str) -> None:
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            sqlite_store_url,
+            HANDBACK_APPROVERS="U0BOB",
+            HANDBACK_ANSWERERS="U0NOBODY S0NONE",
+        )
+    assert code == 1
+    assert line(lines, "U0BOB (in HANDBACK_APPROVERS)").startswith("ok")
+    assert "user_not_found" in line(lines, "U0NOBODY (in HANDBACK_ANSWERERS)")
+    assert line(lines, "S0NONE (in HANDBACK_ANSWERERS)").startswith("FAIL")
+
+
+async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "later.db"
+    async with LocalSlack() as slack:
+        code, lines = await doctor(slack, f"sqlite:///{path}")
+    assert code == 0, lines
+    assert line(lines, "store").startswith("warn  store: SQLite file")
+    assert not path.exists()
