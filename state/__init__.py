@@ -13,6 +13,7 @@ from ._keys import THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
 from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
 from ._records import (
+    AnswerClaim,
     AuditAction,
     AuditEntry,
     InteractionClaim,
@@ -23,12 +24,15 @@ from ._records import (
     RunClaim,
     RunRecord,
     RunStatus,
+    ThreadLease,
+    TurnClaim,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
     "THREAD_LEASE_TTL",
+    "AnswerClaim",
     "AuditAction",
     "AuditEntry",
     "AuditLog",
@@ -52,6 +56,8 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreURLError",
+    "ThreadLease",
+    "TurnClaim",
     "WorkItem",
     "open_store",
     "store_from_url",

@@ -45,12 +45,14 @@ from ._keys import (
     interaction_ttl,
 )
 from ._records import (
+    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
     RunClaim,
     RunRecord,
+    TurnClaim,
 )
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_inbox import RedisInbox
@@ -150,6 +152,43 @@ if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
   won = 1
 end
 return {won, read_ix(KEYS[1])}
+"""
+)
+
+# KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
+# claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
+# then run id, child id, lease owner, lease ms. The answer as `_ANSWER`, its audit entry with it;
+# then, only when this was the run's one interaction, the run paused and unclaimed and the lease
+# free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
+# interactions, or a busy thread, is resumed the long way, where the runtime claims it).
+_ANSWER_AND_CLAIM = (
+    _READ_IX
+    + _MARK_SETTLED
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id')
+if not v[1] then return {0} end
+local expires_at = tonumber(v[2])
+if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
+  return {0, read_ix(KEYS[1])}
+end
+redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
+           'answered_by', ARGV[3], 'answered_at', ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+mark_settled(KEYS[1], KEYS[3], ARGV[5])
+redis.call('LPUSH', KEYS[4], ARGV[6])
+redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
+local ix = read_ix(KEYS[1])
+if #KEYS < 7 or v[3] ~= ARGV[8] then return {1, ix} end
+local own = redis.call('ZRANGE', KEYS[6], 0, -1)
+if #own ~= 1 or own[1] ~= ARGV[1] then return {1, ix} end
+local r = redis.call('HMGET', KEYS[5], 'rec', 'status', 'resumed_by')
+if not r[1] or r[2] ~= 'paused' or r[3] then return {1, ix} end
+local holder = redis.call('GET', KEYS[7])
+if holder and holder ~= ARGV[10] then return {1, ix} end
+redis.call('SET', KEYS[7], ARGV[10], 'PX', ARGV[11])
+redis.call('HSET', KEYS[5], 'resumed_by', ARGV[9])
+redis.call('ZREM', KEYS[3], ARGV[8])
+return {1, ix, r[1], ARGV[9]}
 """
 )
 
@@ -281,6 +320,7 @@ class RedisStore(RedisInbox):
         self._add = client.register_script(_ADD_INTERACTIONS)
         self._set_message = client.register_script(_SET_MESSAGE)
         self._answer = client.register_script(_ANSWER)
+        self._answer_and_claim = client.register_script(_ANSWER_AND_CLAIM)
         self._close = client.register_script(_CLOSE)
         self._hmget_many = client.register_script(_HMGET_MANY)
         self._due_read = client.register_script(_DUE_READ)
@@ -516,6 +556,57 @@ class RedisStore(RedisInbox):
             )
         )
         return self._interaction_claim(interaction_id, reply)
+
+    async def answer_and_claim(
+        self,
+        interaction_id: str,
+        *,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+        turn: TurnClaim | None = None,
+    ) -> AnswerClaim:
+        """The answer, its audit entry and (with `turn`) the run's claim and the thread's
+        lease, in one script."""
+        check_now(now)
+        keys = [
+            self._keys.interaction(interaction_id),
+            self._keys.due,
+            self._keys.settled,
+            self._keys.audit,
+        ]
+        args: list[str | bytes | int] = [
+            interaction_id,
+            encode_answer(answer),
+            answered_by,
+            repr(float(now)),
+            SETTLED_TTL,
+            encode_audit(audit),
+            AUDIT_CAP,
+        ]
+        if turn is not None:
+            if not turn.child_id:
+                raise ValueError("`child_id` must be a non-empty run id")
+            lease = turn.lease
+            keys += [
+                self._keys.run(turn.run_id),
+                self._keys.run_interactions(turn.run_id),
+                self._keys.thread_lease(lease.channel, lease.thread_ts),
+            ]
+            args += [
+                turn.run_id,
+                turn.child_id,
+                lease.owner,
+                lease_millis(lease.owner, turn.lease_ttl),
+            ]
+        reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
+        claim = self._interaction_claim(interaction_id, reply)
+        run: RunRecord | None = None
+        if turn is not None and len(reply) == 4:
+            key = self._keys.run(turn.run_id)
+            run = decode_run(reply[2], key=key, run_id=turn.run_id, resumed_by=reply[3])
+        return AnswerClaim(won=claim.won, record=claim.record, run=run)
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float
