@@ -92,6 +92,7 @@ class Agent:
         parent_id: str | None = None,
         resume: dict[str, Any] | None = None,
         run_id: str | None = None,
+        claimed: RunRecord | None = None,
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -99,6 +100,11 @@ class Agent:
         `run_id` names the run instead of a fresh id; calling again with the same id (a retried
         work item) never runs what the earlier attempt ran: a run it saved paused or ended emits
         its events again from the store, one whose process died while tools ran continues.
+
+        `claimed` is the paused parent as a store claim just returned it, claimed for `run_id`
+        (e.g. by `answer_and_claim`, with the answer): the resume then reads and claims nothing
+        before it runs. Only for a claim this call's caller won just now: a run whose earlier
+        attempt may have saved something must be resumed without it, so that it is found.
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -120,9 +126,20 @@ class Agent:
                 raise UsageError("resume needs parent_id: the run_id of the paused run")
         elif prompt is None:
             raise UsageError("an agent call needs a prompt, or parent_id and resume")
+        if claimed is not None and (
+            resume is None
+            or run_id is None
+            or claimed.run_id != parent_id
+            or claimed.resumed_by != run_id
+        ):
+            raise UsageError(
+                "claimed must be the paused parent (parent_id) claimed for run_id, with resume"
+            )
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        return AgentRun(self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id)
+        return AgentRun(
+            self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id, claimed=claimed
+        )
 
     async def get_store(self) -> Store:
         if self.store is None:
@@ -168,8 +185,11 @@ class AgentRun:
         parent_id: str | None,
         resume: dict[str, Any] | None,
         run_id: str | None = None,
+        claimed: RunRecord | None = None,
     ) -> None:
         self.agent = agent
+        self._claimed = claimed
+        """The parent, claimed for this run by the caller just now (see `Agent.__call__`)."""
         self.prompt = prompt
         self.parent_id = parent_id
         self.resume = resume
@@ -316,6 +336,9 @@ class AgentRun:
 
     async def _begin(self, store: Store) -> _Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
+        if self._claimed is not None and self.resume is not None:
+            # Claimed for this run by the caller just now, so no attempt of it saved anything.
+            return self._resume_from(self._claimed, self.resume)
         parent: RunRecord | None = None
         if self.parent_id is not None:
             parent = await store.load_run(self.parent_id)

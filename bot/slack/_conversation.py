@@ -17,15 +17,24 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import blocks
-from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError
+from state import (
+    THREAD_LEASE_TTL,
+    AuditEntry,
+    InteractionRecord,
+    RunRecord,
+    Store,
+    StoreError,
+    ThreadLease,
+)
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import InteractionEvent, OutputEvent
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
+from ._worker import hand_to_done, in_work_item, lease_handed_over
 
-__all__ = ["Conversations", "Thread"]
+__all__ = ["Conversations", "Thread", "TurnHold"]
 
 log = logging.getLogger("handback.slack")
 
@@ -38,6 +47,24 @@ LEASE_RETRY_FIRST = 0.02
 doubles up to `LEASE_RETRY_MOST`, so a short turn elsewhere delays this one by little."""
 
 LEASE_RETRY_MOST = 0.2
+
+
+@dataclass(kw_only=True)
+class TurnHold:
+    """A thread's turn taken in this process: its lock held, its lease owner chosen."""
+
+    thread: Thread
+    owner: str
+    leased: bool = False
+    """The store's lease is held by `owner` already (taken with a claim)."""
+
+
+@dataclass(kw_only=True)
+class _Turn:
+    deferred: bool
+    """In a work item: where the thread points moves on with the lease's release."""
+    run_id: str | None = None
+    """The run the thread points at once the turn's lease is released, when deferred."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -74,49 +101,102 @@ class Conversations:
         self.lease_ttl = lease_ttl
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
-    @asynccontextmanager
-    async def _turn(self, thread: Thread) -> AsyncIterator[None]:
-        """One run at a time per thread: a resume and a new message in the same thread do not
-        race. A lock orders this process's turns; the store's lease then orders them with other
-        processes', so each turn continues from the run the previous one left."""
-        key = (thread.channel, thread.thread_ts)
+    async def hold_turn(self, thread: Thread) -> TurnHold | None:
+        """The thread's turn in this process, taken now, before its lease in the store, or None
+        when a turn of the thread runs (or waits) here already. Pass it to `resume()` (which
+        lets go of it) or to `let_go()`.
+
+        Taken without waiting, so the lease that `answer_and_claim` takes with the answer is
+        always taken after the lock, in the order every turn takes them: a turn holding the lock
+        never waits for a lease its own process took.
+        """
+        if _key(thread) in self._locks:
+            return None
+        hold = await self._hold(thread)
+        handed = lease_handed_over(thread.channel, thread.thread_ts)
+        if handed is not None:
+            hold.owner = handed.owner
+        return hold
+
+    def let_go(self, hold: TurnHold) -> None:
+        """Give back a turn taken with `hold_turn()` that was not used for a resume."""
+        lock, users = self._locks[_key(hold.thread)]
+        lock.release()
+        if users == 1:
+            del self._locks[_key(hold.thread)]
+        else:
+            self._locks[_key(hold.thread)] = (lock, users - 1)
+
+    async def _hold(self, thread: Thread) -> TurnHold:
+        key = _key(thread)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock, self._lease(thread):
-                yield
-        finally:
+            await lock.acquire()
+        except BaseException:
             lock, users = self._locks[key]
             if users == 1:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+            raise
+        return TurnHold(thread=thread, owner=uuid.uuid4().hex)
 
     @asynccontextmanager
-    async def _lease(self, thread: Thread) -> AsyncIterator[None]:
+    async def _turn(self, thread: Thread, hold: TurnHold | None = None) -> AsyncIterator[_Turn]:
+        """One run at a time per thread: a resume and a new message in the same thread do not
+        race. A lock orders this process's turns; the store's lease then orders them with other
+        processes', so each turn continues from the run the previous one left. `hold` is the
+        lock taken already (and maybe the lease, see `hold_turn`)."""
+        if hold is None:
+            hold = await self._hold(thread)
+        try:
+            async with self._lease(hold) as turn:
+                yield turn
+        finally:
+            self.let_go(hold)
+
+    @asynccontextmanager
+    async def _lease(self, hold: TurnHold) -> AsyncIterator[_Turn]:
         """Hold the thread's lease in the store for the turn, waiting while another process
         holds it (at most `lease_ttl` after that process dies), and refresh it as the turn runs.
+
+        A lease taken with its claim (`hold_turn`, `answer_and_claim`) outlives the turn: the
+        work item's `done` releases it and moves the thread on to the turn's run, in one round
+        trip (`hand_to_done`), and a later turn of the same item in the thread takes it again as
+        the same owner. Any other lease is released here.
         """
-        owner = uuid.uuid4().hex
+        thread, owner = hold.thread, hold.owner
         channel, thread_ts = thread.channel, thread.thread_ts
+        handed = lease_handed_over(channel, thread_ts)
+        # Only a turn whose lease came with its claim (and a later turn of the same item in that
+        # thread) keeps it to the item's end: every other turn points the thread at its run as
+        # soon as it is saved, so that a crash before the card is posted still finds it.
+        deferred = in_work_item() and (hold.leased or handed is not None)
         wait = LEASE_RETRY_FIRST
-        while not await self.store.acquire_thread(
+        while not hold.leased and not await self.store.acquire_thread(
             channel, thread_ts, owner=owner, ttl=self.lease_ttl
         ):
             log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
             await asyncio.sleep(wait)
             wait = min(wait * 2, LEASE_RETRY_MOST)
+        hold.leased = True
+        turn = _Turn(deferred=deferred, run_id=None if handed is None else handed.run_id)
         keeper = asyncio.create_task(self._keep_lease(thread, owner))
         try:
-            yield
+            yield turn
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
-            try:
-                await self.store.release_thread(channel, thread_ts, owner=owner)
-            except StoreError:
-                # The lease ends by itself within `lease_ttl`; the turn's work is done.
-                log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
+            lease = ThreadLease(
+                channel=channel, thread_ts=thread_ts, owner=owner, run_id=turn.run_id
+            )
+            if not (deferred and hand_to_done(lease)):
+                try:
+                    await self.store.release_thread(channel, thread_ts, owner=owner)
+                except StoreError:
+                    # The lease ends by itself within `lease_ttl`; the turn's work is done.
+                    log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
 
     async def _keep_lease(self, thread: Thread, owner: str) -> None:
         """Extend the lease three times per TTL, so a long turn keeps it and a dead one loses it."""
@@ -145,18 +225,19 @@ class Conversations:
         """
         await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
         try:
-            async with self._turn(thread):
-                await self._start(thread, text=text, run_id=run_id)
+            async with self._turn(thread) as turn:
+                await self._start(thread, turn, text=text, run_id=run_id)
         finally:
             await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
 
-    async def _start(self, thread: Thread, *, text: str, run_id: str | None) -> None:
-        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+    async def _start(self, thread: Thread, turn: _Turn, *, text: str, run_id: str | None) -> None:
+        parent_id = turn.run_id or await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
             # A retry after the first attempt saved this very run: replay it, not its parent.
             parent_id = None
         try:
-            await self._drive(self.agent(prompt=text, parent_id=parent_id, run_id=run_id), thread)
+            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id)
+            await self._drive(run, thread, turn)
         except StoreError:
             raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
@@ -180,18 +261,27 @@ class Conversations:
         thread: Thread,
         working_ts: str | None = None,
         child_id: str | None = None,
+        hold: TurnHold | None = None,
+        claimed: RunRecord | None = None,
     ) -> None:
         """Resume a paused run with every answer it waits for; a lost race is not an error.
 
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
+        `hold` is the thread's turn taken with `hold_turn()` (this lets go of it), and `claimed`
+        the run as `answer_and_claim` claimed it for `child_id` with the lease of `hold`.
         """
-        if working_ts:
-            await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
         try:
-            async with self._turn(thread):
-                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id)
-                await self._drive(run, thread)
+            if working_ts:
+                await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
+        except BaseException:
+            if hold is not None:
+                self.let_go(hold)
+            raise
+        try:
+            async with self._turn(thread, hold) as turn:
+                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id, claimed=claimed)
+                await self._drive(run, thread, turn)
         except StoreError:
             raise
         except RunAlreadyResumed as error:
@@ -201,6 +291,12 @@ class Conversations:
             # retried (and refused) on every restart: end it instead.
             log.warning("resume of run %s refused, cancelling it: %s", run_id, error)
             cancel = {interaction_id: Cancel(_UNUSABLE_ANSWER) for interaction_id in answers}
+            if claimed is not None:
+                # Claimed for `child_id`, which saved nothing: that child cancels it instead.
+                await self.resume(
+                    run_id=run_id, answers=cancel, thread=thread, child_id=child_id, claimed=claimed
+                )
+                return
             retry = None if child_id is None else f"{child_id}_cancel"
             await self.resume(run_id=run_id, answers=cancel, thread=thread, child_id=retry)
         except ResumeError as error:
@@ -216,7 +312,7 @@ class Conversations:
             if working_ts:
                 await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
 
-    async def _drive(self, run: AgentRun, thread: Thread) -> None:
+    async def _drive(self, run: AgentRun, thread: Thread, turn: _Turn) -> None:
         interactions: list[InteractionEvent] = []
         output: OutputEvent | None = None
         async for event in run:
@@ -226,8 +322,12 @@ class Conversations:
                 output = event
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
-        # The run is in the store by now, so the thread may point at it.
-        await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        # The run is in the store by now, so the thread may point at it: at once, or in a work
+        # item with the release of the lease, when its `done` (under the lease until then).
+        if turn.deferred:
+            turn.run_id = output.run_id
+        else:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
         if output.status.reason == "input_required":
             await self._post_cards(output.run_id, interactions, thread)
             return
@@ -365,6 +465,10 @@ def _reply_text(output: OutputEvent) -> str:
         why = f" ({escape(status.message)})" if status.message else ""
         return f"Stopped{why}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+def _key(thread: Thread) -> tuple[str, str]:
+    return thread.channel, thread.thread_ts
 
 
 def _where(thread: Thread) -> tuple[str, str]:

@@ -14,12 +14,21 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from state import Store, StoreError, WorkItem
+from state import Store, StoreError, ThreadLease, WorkItem
 
-__all__ = ["WORK_LEASE", "Work", "Worker", "derived_run_id"]
+__all__ = [
+    "WORK_LEASE",
+    "Work",
+    "Worker",
+    "derived_run_id",
+    "hand_to_done",
+    "in_work_item",
+    "lease_handed_over",
+]
 
 log = logging.getLogger("handback.slack")
 
@@ -45,6 +54,51 @@ the loop is, not only the `concurrency` cap."""
 _YIELD_PAUSE = 0.01
 _OUTAGE_PAUSE_FIRST = 0.2
 _OUTAGE_PAUSE_MOST = 2.0
+
+
+_HANDED_OVER: ContextVar[dict[tuple[str, str], ThreadLease] | None] = ContextVar(
+    "handback_handed_over", default=None
+)
+"""Thread leases the work item running in this task holds past its turns, by thread: its `done`
+frees them (and moves each thread on to its run) in the same round trip."""
+
+
+def in_work_item() -> bool:
+    """Whether this task runs a work item of the worker (and may `hand_to_done`)."""
+    return _HANDED_OVER.get() is not None
+
+
+def hand_to_done(lease: ThreadLease) -> bool:
+    """Leave `lease` held until the work item running in this task is done, which releases it
+    in the same round trip as the item; False outside a work item (release it yourself).
+
+    Only the item's own task sees the hand-over: a turn run by another task releases its lease.
+    A later hand-over of the same thread replaces the earlier one (same owner, see
+    `lease_handed_over`).
+    """
+    handed = _HANDED_OVER.get()
+    if handed is None:
+        return False
+    key = (lease.channel, lease.thread_ts)
+    earlier = handed.get(key)
+    if lease.run_id is None and earlier is not None and earlier.run_id is not None:
+        # A later turn that ended without a run must not undo where an earlier one got.
+        lease = ThreadLease(
+            channel=lease.channel,
+            thread_ts=lease.thread_ts,
+            owner=lease.owner,
+            run_id=earlier.run_id,
+        )
+    handed[key] = lease
+    return True
+
+
+def lease_handed_over(channel: str, thread_ts: str) -> ThreadLease | None:
+    """The lease this work item still holds on the thread, if it handed one over: a second
+    turn of the same item in that thread must take it as the same owner, or it would wait for
+    its own lease."""
+    handed = _HANDED_OVER.get()
+    return None if handed is None else handed.get((channel, thread_ts))
 
 
 def derived_run_id(work_id: str, purpose: str) -> str:
@@ -216,28 +270,45 @@ class Worker:
             log.error(
                 "dropping %s item %s after %d attempts", item.kind, item.item_id, item.attempts
             )
-            await self._done(item)
+            await self._done(item, [])
             return
+        handed: dict[tuple[str, str], ThreadLease] = {}
+        _HANDED_OVER.set(handed)  # this task's context: the item's own turns see it
         try:
             await self.handle(item)
         except StoreError as error:
             # Left in the inbox: once the store answers again the item is taken again and the
             # work finishes from where the store says it got to.
             log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
+            await self._release(handed.values())
             return
-        except Exception:
-            # The handlers tell people about failures themselves; this is a bug. The item is
-            # retried, up to `max_attempts`.
-            log.exception("%s item %s failed", item.kind, item.item_id)
+        except BaseException as error:
+            if isinstance(error, Exception):
+                # The handlers tell people about failures themselves; this is a bug. The item is
+                # retried, up to `max_attempts`.
+                log.exception("%s item %s failed", item.kind, item.item_id)
+            # Unfinished (or handed back at shutdown): its threads are free for the retry.
+            await asyncio.shield(self._release(handed.values()))
+            if not isinstance(error, Exception):
+                raise
             return
-        await self._done(item)
+        await self._done(item, list(handed.values()))
 
-    async def _done(self, item: WorkItem) -> None:
+    async def _done(self, item: WorkItem, leases: list[ThreadLease]) -> None:
         try:
-            await self.store.done(item.item_id)
+            await self.store.done(item.item_id, leases=leases)
         except StoreError as error:
-            # Taken again after its lease, the item finds its work done and changes nothing.
+            # Taken again after its lease, the item finds its work done and changes nothing; a
+            # thread lease left behind ends by itself.
             log.warning("could not mark item %s done: %s", item.item_id, error)
+
+    async def _release(self, leases: Iterable[ThreadLease]) -> None:
+        for lease in leases:
+            try:
+                await self.store.release_thread(lease.channel, lease.thread_ts, owner=lease.owner)
+            except StoreError:
+                # The lease ends by itself within its TTL.
+                log.warning("could not release the lease of thread %s/%s", *_where(lease))
 
     async def _keep_leases(self) -> None:
         while True:
@@ -272,3 +343,7 @@ class Worker:
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _where(lease: ThreadLease) -> tuple[str, str]:
+    return lease.channel, lease.thread_ts
