@@ -51,7 +51,10 @@ the same loop: a process that took work faster than it can run it would answer S
 an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
 the loop is, not only the `concurrency` cap."""
 
-_YIELD_PAUSE = 0.01
+_YIELD_PAUSE = 0.005
+_YIELD_MOST = 0.25
+"""Seconds taking waits at most for the app's requests in flight (`yield_to`): a burst of clicks
+is acked before its resumes start, and a steady stream of requests cannot starve the work."""
 _OUTAGE_PAUSE_FIRST = 0.2
 _OUTAGE_PAUSE_MOST = 2.0
 
@@ -197,6 +200,8 @@ class Worker:
     async def _kicked(self) -> None:
         while self._kick_again:
             self._kick_again = False
+            # As `run_forever` does: what the app is still recording goes first.
+            await self._wait_for_calm()
             try:
                 for item in await self._take(block=0.0):
                     self._start(item)
@@ -328,8 +333,9 @@ class Worker:
         """Return once nothing more urgent runs and a turn of the event loop is quick again
         (or nothing of ours runs)."""
         loop = asyncio.get_running_loop()
+        yielding_until = loop.time() + _YIELD_MOST
         while not self._stopping.is_set():
-            if self.yield_to():
+            if self.yield_to() and loop.time() < yielding_until:
                 await self._pause(_YIELD_PAUSE)
                 continue
             if not self._inflight:
