@@ -112,11 +112,7 @@ class Conversations:
         """
         if _key(thread) in self._locks:
             return None
-        hold = await self._hold(thread)
-        handed = lease_handed_over(thread.channel, thread.thread_ts)
-        if handed is not None:
-            hold.owner = handed.owner
-        return hold
+        return await self._hold(thread)
 
     def let_go(self, hold: TurnHold) -> None:
         """Give back a turn taken with `hold_turn()` that was not used for a resume."""
@@ -140,7 +136,9 @@ class Conversations:
             else:
                 self._locks[key] = (lock, users - 1)
             raise
-        return TurnHold(thread=thread, owner=uuid.uuid4().hex)
+        # A lease this work item kept from an earlier turn in the thread is still its own.
+        handed = lease_handed_over(thread.channel, thread.thread_ts)
+        return TurnHold(thread=thread, owner=uuid.uuid4().hex if handed is None else handed.owner)
 
     @asynccontextmanager
     async def _turn(self, thread: Thread, hold: TurnHold | None = None) -> AsyncIterator[_Turn]:

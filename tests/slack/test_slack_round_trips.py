@@ -25,7 +25,7 @@ from bot.slack import SlackBot, load_settings
 from state import RedisStore
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL
+from .conftest import ALICE, BOB, CHANNEL, BotFactory
 
 MOST_TRIPS = 6
 """The issue's bound: from the click's arrival to the resumed run's final save, inbox included."""
@@ -159,3 +159,33 @@ async def test_an_approval_costs_six_round_trips_besides_its_tool_journal(
     assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}] * 2
     assert counted["save_run"] == 1 + JOURNAL_WRITES, counted
     assert sum(counted.values()) <= MOST_TRIPS + JOURNAL_WRITES, counted
+
+
+async def test_an_answer_the_runtime_refuses_on_the_short_path_cancels_the_run(
+    make_bot: BotFactory,
+) -> None:
+    """The run claimed with the answer, then refused by the runtime (its own copy of the schema
+    says no): the same child cancels it, and the thread and its lease move on."""
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        card = h.card(asked.ts)
+        paused_id = await h.store.get_thread_run(CHANNEL, asked.ts)
+        assert paused_id is not None
+        paused = await h.store.load_run(paused_id)
+        assert paused is not None and paused.interactions
+        # The card still takes the click; the runtime's copy accepts nothing.
+        paused.interactions[0].response_schema = {"not": {}}
+        await h.store.save_run(paused)
+
+        # Well within the thread lease's TTL: the cancelling turn takes the lease the first one
+        # kept as the same owner, instead of waiting for it to expire.
+        async with asyncio.timeout(10):
+            assert await h.click(BOB, card.ts, ACTION_CONFIRM) == 200
+
+        assert h.texts(asked.ts)[-1] == "Stopped (the answer given could not be used)."
+        child_id = await h.store.get_thread_run(CHANNEL, asked.ts)
+        assert child_id not in (None, paused_id)
+        child = await h.store.load_run(child_id or "")
+        assert child is not None and child.parent_id == paused_id
+        assert (child.status, child.reason) == ("cancelled", "cancelled")
+        assert await h.store.acquire_thread(CHANNEL, asked.ts, owner="next", ttl=30)
