@@ -417,6 +417,9 @@ async def measure_click(c: Contender, n: int, concurrency: int, web_only: bool) 
             warm = await cards(bots, min(concurrency, 10))
             assert bots.model.calls - calls == len(warm), "one model call per question"
             await click_batch(bots, poster, warm)
+            # A running process has as many store connections open as it has had calls in flight;
+            # a fresh one would open them during the first timed burst instead.
+            await asyncio.gather(*(store.inbox_size() for _ in range(concurrency)))
             while len(acks) < n:
                 batch = await cards(bots, concurrency)
                 ack_ms, answer_ms = await click_batch(bots, poster, batch)
