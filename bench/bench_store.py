@@ -16,11 +16,14 @@ from collections.abc import Awaitable, Callable
 from _stores import store_urls
 
 from state import (
+    AuditEntry,
     InteractionRecord,
     PendingCall,
     PendingInteraction,
     RunRecord,
     Store,
+    ThreadLease,
+    TurnClaim,
     open_store,
 )
 
@@ -62,9 +65,10 @@ async def per_call(n: int, call: Callable[[int], Awaitable[object]]) -> float:
 async def cycle(store: Store, i: int) -> None:
     """The store calls of one pause and one resume, in the order the app makes them.
 
-    Pause: save the run, add its interaction, note where the card was posted. Resume: answer the
-    interaction, check the run's interactions are all answered, claim the parent (the claim
-    returns the stored run, so no separate load), save the child when it ends.
+    Pause: save the run, add its interaction, note where the card was posted. Resume: read the
+    interaction, answer it with its audit entry, the run's claim and the thread's lease in one
+    step (`answer_and_claim`, which returns the claimed run), save the child when it ends, and
+    mark the work item done with the lease released and the thread moved on.
     """
     run_id, child_id, ix_id = f"c-{i}", f"c-{i}-child", f"ix-c-{i}"
     now = time.time()
@@ -83,14 +87,27 @@ async def cycle(store: Store, i: int) -> None:
         ]
     )
     await store.set_message(ix_id, channel="C1", message_ts="1700000000.000100")
-    answered = await store.answer_interaction(ix_id, answer=True, answered_by="U1", now=now)
-    assert answered.won
-    assert all(ix.status == "answered" for ix in await store.run_interactions(run_id))
-    claim = await store.claim_run(run_id, child_id=child_id)
-    assert claim.won and claim.run is not None
+    item_id = await store.enqueue("action", {"i": i})
+    [item] = await store.take("bench", count=1)
+    assert item.item_id == item_id
+    assert await store.get_interaction(ix_id) is not None
+    lease = ThreadLease(channel="C1", thread_ts=f"1700000000.{i:06d}", owner=f"o-{i}")
+    answered = await store.answer_and_claim(
+        ix_id,
+        answer=True,
+        answered_by="U1",
+        now=now,
+        audit=AuditEntry(at=now, action="answered", interaction_id=ix_id, user="U1"),
+        turn=TurnClaim(run_id=run_id, child_id=child_id, lease=lease, lease_ttl=30),
+    )
+    assert answered.won and answered.run is not None
     child = run_record(child_id)
     child.status = "success"
     await store.save_run(child)
+    finished = ThreadLease(
+        channel=lease.channel, thread_ts=lease.thread_ts, owner=lease.owner, run_id=child_id
+    )
+    await store.done(item.item_id, leases=[finished])
 
 
 async def bench(label: str, url: str, n: int) -> None:

@@ -359,8 +359,7 @@ def table_trips(job: Job) -> list[str]:
             listed = ", ".join(f"`{k}` {fmt(v)}" for k, v in commands.items())
             rows.append(
                 f"  - Redis `MONITOR`, this store's connections only: "
-                f"{fmt(sum(commands.values()))} commands per click, the empty takes' "
-                f"`EVALSHA {{inbox}}` included: {listed}"
+                f"{fmt(sum(commands.values()))} commands (round trips) per click: {listed}"
             )
     return rows + errors_of(job)
 

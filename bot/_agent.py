@@ -121,6 +121,7 @@ class Agent:
         resume: dict[str, Any] | None = None,
         run_id: str | None = None,
         by: Sequence[str] = (),
+        claimed: RunRecord | None = None,
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -131,6 +132,10 @@ class Agent:
 
         `by` names the people behind this call (who sent the prompt, who gave the answers); the
         run keeps them with those of its parent while the turn goes on (`AgentRun.requesters`).
+        `claimed` is the paused parent as a store claim just returned it, claimed for `run_id`
+        (e.g. by `answer_and_claim`, with the answer): the resume then reads and claims nothing
+        before it runs. Only for a claim this call's caller won just now: a run whose earlier
+        attempt may have saved something must be resumed without it, so that it is found.
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -152,12 +157,27 @@ class Agent:
                 raise UsageError("resume needs parent_id: the run_id of the paused run")
         elif prompt is None:
             raise UsageError("an agent call needs a prompt, or parent_id and resume")
+        if claimed is not None and (
+            resume is None
+            or run_id is None
+            or claimed.run_id != parent_id
+            or claimed.resumed_by != run_id
+        ):
+            raise UsageError(
+                "claimed must be the paused parent (parent_id) claimed for run_id, with resume"
+            )
         if prompt is not None and not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
         if isinstance(by, str) or not all(isinstance(person, str) and person for person in by):
             raise UsageError(f"by must be a sequence of non-empty str, got {by!r}")
         return AgentRun(
-            self, prompt=prompt, parent_id=parent_id, resume=resume, run_id=run_id, by=by
+            self,
+            prompt=prompt,
+            parent_id=parent_id,
+            resume=resume,
+            run_id=run_id,
+            by=by,
+            claimed=claimed,
         )
 
     def call_tool(
@@ -255,8 +275,11 @@ class AgentRun:
         path: str | None = None,
         store: Store | None = None,
         by: Sequence[str] = (),
+        claimed: RunRecord | None = None,
     ) -> None:
         self.agent = agent
+        self._claimed = claimed
+        """The parent, claimed for this run by the caller just now (see `Agent.__call__`)."""
         self.by = tuple(by)
         self.path = path or agent.name
         """Where the run sits: the agent's name, or for an agent used as a tool the caller's
@@ -455,6 +478,9 @@ class AgentRun:
 
     async def _begin(self, store: Store) -> _Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
+        if self._claimed is not None and self.resume is not None:
+            # Claimed for this run by the caller just now, so no attempt of it saved anything.
+            return self._resume_from(self._claimed, self.resume)
         parent: RunRecord | None = None
         if self.parent_id is not None:
             parent = await store.load_run(self.parent_id)

@@ -15,6 +15,7 @@ from ._keys import THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
 from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
 from ._records import (
+    AnswerClaim,
     AuditAction,
     AuditEntry,
     InteractionClaim,
@@ -26,13 +27,16 @@ from ._records import (
     RunClaim,
     RunRecord,
     RunStatus,
+    ThreadLease,
     ThreadStop,
+    TurnClaim,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
     "THREAD_LEASE_TTL",
+    "AnswerClaim",
     "AnswerSchemaError",
     "AuditAction",
     "AuditEntry",
@@ -59,7 +63,9 @@ __all__ = [
     "StoreError",
     "StoreReport",
     "StoreURLError",
+    "ThreadLease",
     "ThreadStop",
+    "TurnClaim",
     "WorkItem",
     "check_schema",
     "check_store",

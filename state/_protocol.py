@@ -7,13 +7,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._inbox import WorkItem
 from ._records import (
+    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
     RunClaim,
     RunRecord,
+    ThreadLease,
     ThreadStop,
+    TurnClaim,
 )
 
 __all__ = ["AuditLog", "ConversationStore", "Inbox", "InteractionStore", "RunStore", "Store"]
@@ -68,6 +71,26 @@ class InteractionStore(Protocol):
 
         Lost when it is missing, no longer pending, or `expires_at <= now`; the record comes back
         as stored so the caller can say who answered or that it expired.
+        """
+
+    async def answer_and_claim(
+        self,
+        interaction_id: str,
+        *,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+        turn: TurnClaim | None = None,
+    ) -> AnswerClaim:
+        """`answer_interaction`, writing `audit` when it wins, and with `turn` also the resume's
+        claims, all in one atomic step (one round trip).
+
+        With `turn`, a won answer also claims the run (`claim_run(turn.run_id,
+        child_id=turn.child_id)`) and takes the thread's lease for `turn.lease.owner` when: the
+        interaction belongs to `turn.run_id` and is the only one of that run (so nothing else is
+        pending), the run is paused and unclaimed, and the lease is free or already that
+        owner's. Either all three happen or none; the run comes back claimed in `run`.
         """
 
     async def close_interaction(
@@ -169,8 +192,13 @@ class Inbox(Protocol):
         """Heartbeat: renew the lease of the items `consumer` still holds; returns those ids, so
         a consumer learns it lost an item to another one."""
 
-    async def done(self, item_id: str) -> None:
-        """The item's work is finished: remove it (one round trip). Idempotent."""
+    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
+        """The item's work is finished: remove it (one round trip). Idempotent.
+
+        `leases` are thread leases the work still holds: each is released if its owner still
+        holds it, and its thread pointed at its `run_id` when that is set, in the same round
+        trip (one script on Redis, one transaction on SQLite).
+        """
 
     async def inbox_size(self) -> int:
         """Items not done yet (waiting or leased)."""

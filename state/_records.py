@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "AnswerClaim",
     "AuditAction",
     "AuditEntry",
     "InteractionClaim",
@@ -21,7 +22,9 @@ __all__ = [
     "RunClaim",
     "RunRecord",
     "RunStatus",
+    "ThreadLease",
     "ThreadStop",
+    "TurnClaim",
 ]
 
 RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
@@ -204,3 +207,41 @@ class ThreadStop:
     """Unix seconds, by the clock of the process that received the stop."""
     event_id: str = ""
     """Slack's id of the event: two stops are two marks even within one clock tick."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class ThreadLease:
+    """A thread's lease held by `owner`; handed to `Inbox.done`, which frees it with the item."""
+
+    channel: str
+    thread_ts: str
+    owner: str
+    run_id: str | None = None
+    """Where the thread points from then on (its last run), set with the release; None leaves
+    the thread's run as it is."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class TurnClaim:
+    """What `answer_and_claim` may claim with the answer: the run, resumed by `child_id` in the
+    thread `lease` names (taken for `lease_ttl` seconds), when this answer is the last it waits
+    for."""
+
+    run_id: str
+    child_id: str
+    lease: ThreadLease
+    lease_ttl: float
+
+
+@dataclass(kw_only=True)
+class AnswerClaim:
+    """The outcome of `answer_and_claim`: the answer's claim, and the run's when it came too."""
+
+    won: bool
+    record: InteractionRecord | None
+    """The interaction as stored after the attempt; None when no such interaction exists."""
+    run: RunRecord | None = None
+    """The run, claimed for the `TurnClaim`'s child with the thread's lease taken, when the
+    answer won, was the only interaction of its run, the run was paused and unclaimed and the
+    lease free (or its owner's). None otherwise: the caller goes the long way (reads the run's
+    interactions, takes the lease, lets the runtime claim the run)."""

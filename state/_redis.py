@@ -52,6 +52,7 @@ from ._keys import (
     interaction_ttl,
 )
 from ._records import (
+    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
@@ -59,6 +60,7 @@ from ._records import (
     RunClaim,
     RunRecord,
     ThreadStop,
+    TurnClaim,
 )
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_inbox import RedisInbox
@@ -184,28 +186,40 @@ return 1
 # KEYS: the run, transcripts. A layout-2 record comes back with the name of its log and the
 # chunks of the log up to its `length`, joined by newlines (cjson only reads the small layout-2
 # record, never re-encodes it).
-_LOAD_RUN = (
+# A layout-2 record's transcript, read from its log in the script that reads the record (a resume
+# reads what it needs in one round trip): the log's name and its messages as one string (rather
+# than a reply per chunk: the client splits it as it would the chunks); nil for layout 1.
+_READ_LOG = (
     _CHUNKS
+    + r"""
+local function read_log(stored, transcripts)
+  if string.sub(stored, 1, 12) ~= '{"layout":2,' then return nil end
+  local ok, rec = pcall(cjson.decode, stored)
+  if not ok or type(rec) ~= 'table' or type(rec.log) ~= 'number'
+     or type(rec.length) ~= 'number' then
+    return nil
+  end
+  local id = string.format('%d', rec.log)
+  local chunks, pos = {}, 0
+  while pos < rec.length do
+    local chunk = chunk_at(transcripts, id, pos)
+    if not chunk then break end
+    chunks[#chunks + 1] = chunk
+    pos = pos + count(chunk)
+  end
+  return {redis.call('HGET', transcripts, string.format('@%s', id)), table.concat(chunks, '\n')}
+end
+"""
+)
+
+_LOAD_RUN = (
+    _READ_LOG
     + r"""
 local v = redis.call('HMGET', KEYS[1], 'rec', 'resumed_by')
 if not v[1] then return {} end
-if string.sub(v[1], 1, 12) ~= '{"layout":2,' then return {v[1], v[2]} end
-local ok, rec = pcall(cjson.decode, v[1])
-if not ok or type(rec) ~= 'table' or type(rec.log) ~= 'number'
-   or type(rec.length) ~= 'number' then
-  return {v[1], v[2]}
-end
-local id = string.format('%d', rec.log)
-local chunks, pos = {}, 0
-while pos < rec.length do
-  local chunk = chunk_at(KEYS[2], id, pos)
-  if not chunk then break end
-  chunks[#chunks + 1] = chunk
-  pos = pos + count(chunk)
-end
--- One string rather than a reply per chunk: the client splits it as it would the chunks.
-return {v[1], v[2], redis.call('HGET', KEYS[2], string.format('@%s', id)),
-        table.concat(chunks, '\n')}
+local log = read_log(v[1], KEYS[2])
+if not log then return {v[1], v[2]} end
+return {v[1], v[2], log[1], log[2]}
 """
 )
 
@@ -270,6 +284,46 @@ if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
   won = 1
 end
 return {won, read_ix(KEYS[1])}
+"""
+)
+
+# KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
+# claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
+# then run id, child id, lease owner, lease ms. The answer as `_ANSWER`, its audit entry with it;
+# then, only when this was the run's one interaction, the run paused and unclaimed and the lease
+# free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
+# interactions, or a busy thread, is resumed the long way, where the runtime claims it).
+_ANSWER_AND_CLAIM = (
+    _READ_IX
+    + _MARK_SETTLED
+    + _READ_LOG
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id')
+if not v[1] then return {0} end
+local expires_at = tonumber(v[2])
+if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
+  return {0, read_ix(KEYS[1])}
+end
+redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
+           'answered_by', ARGV[3], 'answered_at', ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+mark_settled(KEYS[1], KEYS[3], ARGV[5])
+redis.call('LPUSH', KEYS[4], ARGV[6])
+redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
+local ix = read_ix(KEYS[1])
+if #KEYS < 7 or v[3] ~= ARGV[8] then return {1, ix} end
+local own = redis.call('ZRANGE', KEYS[6], 0, -1)
+if #own ~= 1 or own[1] ~= ARGV[1] then return {1, ix} end
+local r = redis.call('HMGET', KEYS[5], 'rec', 'status', 'resumed_by')
+if not r[1] or r[2] ~= 'paused' or r[3] then return {1, ix} end
+local holder = redis.call('GET', KEYS[7])
+if holder and holder ~= ARGV[10] then return {1, ix} end
+redis.call('SET', KEYS[7], ARGV[10], 'PX', ARGV[11])
+redis.call('HSET', KEYS[5], 'resumed_by', ARGV[9])
+redis.call('ZREM', KEYS[3], ARGV[8])
+local log = read_log(r[1], KEYS[8])
+if not log then return {1, ix, r[1], ARGV[9]} end
+return {1, ix, r[1], ARGV[9], log[1], log[2]}
 """
 )
 
@@ -406,6 +460,7 @@ class RedisStore(RedisInbox):
         self._add = client.register_script(_ADD_INTERACTIONS)
         self._set_message = client.register_script(_SET_MESSAGE)
         self._answer = client.register_script(_ANSWER)
+        self._answer_and_claim = client.register_script(_ANSWER_AND_CLAIM)
         self._close = client.register_script(_CLOSE)
         self._hmget_many = client.register_script(_HMGET_MANY)
         self._due_read = client.register_script(_DUE_READ)
@@ -563,19 +618,7 @@ class RedisStore(RedisInbox):
         )
         if not reply:
             return None
-        rec, resumed_by = reply[0], reply[1]
-        if not is_layout2(rec):
-            return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
-        if len(reply) < 4 or reply[2] is None:
-            raise CorruptRecordError(key, "run", "it names no readable transcript log")
-        return decode_run(
-            rec,
-            key=key,
-            run_id=run_id,
-            resumed_by=resumed_by,
-            transcript=[reply[3]] if reply[3] else [],
-            log_name=text(reply[2]),
-        )
+        return _decode_loaded(key, run_id, reply)
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:
@@ -687,6 +730,57 @@ class RedisStore(RedisInbox):
             )
         )
         return self._interaction_claim(interaction_id, reply)
+
+    async def answer_and_claim(
+        self,
+        interaction_id: str,
+        *,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+        turn: TurnClaim | None = None,
+    ) -> AnswerClaim:
+        """The answer, its audit entry and (with `turn`) the run's claim and the thread's
+        lease, in one script."""
+        check_now(now)
+        keys = [
+            self._keys.interaction(interaction_id),
+            self._keys.due,
+            self._keys.settled,
+            self._keys.audit,
+        ]
+        args: list[str | bytes | int] = [
+            interaction_id,
+            encode_answer(answer),
+            answered_by,
+            repr(float(now)),
+            SETTLED_TTL,
+            encode_audit(audit),
+            AUDIT_CAP,
+        ]
+        if turn is not None:
+            if not turn.child_id:
+                raise ValueError("`child_id` must be a non-empty run id")
+            lease = turn.lease
+            keys += [
+                self._keys.run(turn.run_id),
+                self._keys.run_interactions(turn.run_id),
+                self._keys.thread_lease(lease.channel, lease.thread_ts),
+                self._keys.transcripts,
+            ]
+            args += [
+                turn.run_id,
+                turn.child_id,
+                lease.owner,
+                lease_millis(lease.owner, turn.lease_ttl),
+            ]
+        reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
+        claim = self._interaction_claim(interaction_id, reply)
+        run: RunRecord | None = None
+        if turn is not None and len(reply) >= 4:
+            run = _decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[2:])
+        return AnswerClaim(won=claim.won, record=claim.record, run=run)
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float
@@ -864,3 +958,21 @@ def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:
         if status is not None and owner is not None and text(owner) == run_id
     ]
     return bool(own) and "pending" not in own
+
+
+def _decode_loaded(key: str, run_id: str, reply: list[Any]) -> RunRecord:
+    """The run of a script that read it with `read_log`: record, resumed_by, and for layout 2
+    the log's name and its messages."""
+    rec, resumed_by = reply[0], reply[1]
+    if not is_layout2(rec):
+        return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
+    if len(reply) < 4 or reply[2] is None:
+        raise CorruptRecordError(key, "run", "it names no readable transcript log")
+    return decode_run(
+        rec,
+        key=key,
+        run_id=run_id,
+        resumed_by=resumed_by,
+        transcript=[reply[3]] if reply[3] else [],
+        log_name=text(reply[2]),
+    )

@@ -24,7 +24,8 @@ from ._inbox import (
     lease_seconds,
     millis,
 )
-from ._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
+from ._keys import DELIVERY_TTL, INBOX_GROUP, THREAD_TTL, RedisKeys
+from ._records import ThreadLease
 from ._redis_cluster import RedisClient
 
 __all__ = ["RedisInbox"]
@@ -101,11 +102,18 @@ return held
 """
 )
 
-# ARGV: group, id. A script rather than a MULTI pipeline: atomic and one round trip on a single
-# Redis and on a cluster alike.
+# KEYS: the stream, then (thread lease, thread) per lease the work still holds; ARGV: group, id,
+# the thread TTL, then (owner, run id or '') per lease. A script rather than a MULTI pipeline:
+# atomic and one round trip on a single Redis and on a cluster alike. A lease is freed only while
+# its owner holds it; the thread moves on to the run with it.
 _DONE = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+for i = 2, #KEYS - 1, 2 do
+  local owner, run = ARGV[2 + i], ARGV[3 + i]
+  if redis.call('GET', KEYS[i]) == owner then redis.call('DEL', KEYS[i]) end
+  if run ~= '' then redis.call('SET', KEYS[i + 1], run, 'EX', ARGV[3]) end
+end
 return 1
 """
 
@@ -191,14 +199,19 @@ class RedisInbox:
         )
         return [text(item_id) for item_id in reply]
 
-    async def done(self, item_id: str) -> None:
-        """XACK + XDEL in one script (one round trip); an id already gone is a no-op."""
+    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
+        """XACK + XDEL, and the `leases` released, in one script (one round trip); an id
+        already gone is a no-op."""
         check_item_ids([item_id], valid=_is_entry_id, store="Redis")
-        await self._send(
-            self._done_script(
-                keys=[self._keys.inbox], args=[INBOX_GROUP, item_id], client=self._live()
-            )
-        )
+        keys = [self._keys.inbox]
+        args: list[str | int] = [INBOX_GROUP, item_id, THREAD_TTL]
+        for lease in leases:
+            keys += [
+                self._keys.thread_lease(lease.channel, lease.thread_ts),
+                self._keys.thread(lease.channel, lease.thread_ts),
+            ]
+            args += [lease.owner, lease.run_id or ""]
+        await self._send(self._done_script(keys=keys, args=args, client=self._live()))
 
     async def inbox_size(self) -> int:
         """XLEN: done items are deleted, so the stream holds exactly the ones not done."""

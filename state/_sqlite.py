@@ -48,6 +48,7 @@ from ._keys import (
     interaction_ttl,
 )
 from ._records import (
+    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
@@ -55,8 +56,9 @@ from ._records import (
     RunClaim,
     RunRecord,
     ThreadStop,
+    TurnClaim,
 )
-from ._sqlite_inbox import INBOX_SCHEMA, SQLiteInbox
+from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_tx import transaction as _transaction
 from ._url import sqlite_path
 
@@ -336,6 +338,64 @@ def _save_appended(
     return True
 
 
+def _append_audit(conn: sqlite3.Connection, rec: str) -> None:
+    newest = conn.execute("INSERT INTO audit (rec) VALUES (?)", (rec,)).lastrowid
+    if newest is not None and newest > AUDIT_CAP:
+        conn.execute("DELETE FROM audit WHERE id <= ?", (newest - AUDIT_CAP,))
+
+
+def _decode_loaded(run_id: str, rows: list[Any]) -> RunRecord | None:
+    """The run of `_LOAD_RUN`'s rows: the record and, for layout 2, its transcript."""
+    if not rows:
+        return None
+    rec, resumed_by, status, name = rows[0][:4]
+    key = f"runs/{run_id}"
+    if not is_layout2(rec):
+        return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
+    if name is None:
+        raise CorruptRecordError(key, "run", "its transcript log is gone")
+    return decode_run(
+        rec,
+        key=key,
+        run_id=run_id,
+        resumed_by=resumed_by,
+        transcript=[row[5] for row in rows if row[5] is not None],
+        status=status,
+        log_name=name,
+    )
+
+
+def _claim_turn(
+    conn: sqlite3.Connection, interaction_id: str, turn: TurnClaim, lease_until: float
+) -> Any:
+    """Inside the answer's transaction: claim the run and take the thread's lease when the
+    answered interaction was the run's only one and both are free; the run's row, or None."""
+    own = conn.execute(
+        "SELECT i.interaction_id FROM run_interactions AS r"
+        " JOIN interactions AS i ON i.interaction_id = r.interaction_id"
+        " WHERE r.run_id = ? AND i.run_id = ?",
+        (turn.run_id, turn.run_id),
+    ).fetchall()
+    if [row[0] for row in own] != [interaction_id]:
+        return None
+    run = conn.execute(
+        "SELECT 1 FROM runs WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL",
+        (turn.run_id,),
+    ).fetchone()
+    if run is None:
+        return None
+    lease, now = turn.lease, time.time()
+    taken = conn.execute(
+        _ACQUIRE_THREAD, (lease.channel, lease.thread_ts, lease.owner, lease_until, now)
+    ).rowcount
+    if taken != 1:
+        return None
+    # Checked above in this transaction, which holds the write lock: the claim cannot lose.
+    conn.execute("UPDATE runs SET resumed_by = ? WHERE run_id = ?", (turn.child_id, turn.run_id))
+    # The whole run, transcript included, as `load_run` reads it: the resume needs no other read.
+    return conn.execute(_LOAD_RUN, (turn.run_id,)).fetchall()
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode, waiting as long as any write would for a busy file.
 
@@ -490,23 +550,7 @@ class SQLiteStore(SQLiteInbox):
     async def load_run(self, run_id: str) -> RunRecord | None:
         """One query: the record and, for layout 2, its transcript from the log."""
         rows = await self._call(lambda conn: conn.execute(_LOAD_RUN, (run_id,)).fetchall())
-        if not rows:
-            return None
-        rec, resumed_by, status, name = rows[0][:4]
-        key = f"runs/{run_id}"
-        if not is_layout2(rec):
-            return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
-        if name is None:
-            raise CorruptRecordError(key, "run", "its transcript log is gone")
-        return decode_run(
-            rec,
-            key=key,
-            run_id=run_id,
-            resumed_by=resumed_by,
-            transcript=[row[5] for row in rows if row[5] is not None],
-            status=status,
-            log_name=name,
-        )
+        return _decode_loaded(run_id, rows)
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:
@@ -599,6 +643,43 @@ class SQLiteStore(SQLiteInbox):
         params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
         return await self._claim_interaction(interaction_id, _ANSWER, params)
 
+    async def answer_and_claim(
+        self,
+        interaction_id: str,
+        *,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+        turn: TurnClaim | None = None,
+    ) -> AnswerClaim:
+        """The answer, its audit entry and (with `turn`) the run's claim and the thread's
+        lease, in one `BEGIN IMMEDIATE` transaction."""
+        check_now(now)
+        if turn is not None and not turn.child_id:
+            raise ValueError("`child_id` must be a non-empty run id")
+        answer_params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
+        entry = encode_audit(audit).decode()
+        lease_until = None
+        if turn is not None:
+            lease_until = time.time() + lease_millis(turn.lease.owner, turn.lease_ttl) / 1000
+
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any]:
+            rows = conn.execute(_ANSWER, answer_params).fetchall()
+            if not rows:
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None
+            _append_audit(conn, entry)
+            if turn is None or lease_until is None:
+                return True, rows[0], None
+            return True, rows[0], _claim_turn(conn, interaction_id, turn, lease_until)
+
+        won, row, run_row = await self._call(lambda conn: _transaction(conn, partial(claim, conn)))
+        record = None if row is None else _decode_ix(row)
+        run: RunRecord | None = None
+        if turn is not None and run_row is not None:
+            run = _decode_loaded(turn.run_id, run_row)
+        return AnswerClaim(won=won, record=record, run=run)
+
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float
     ) -> InteractionClaim:
@@ -651,14 +732,7 @@ class SQLiteStore(SQLiteInbox):
 
     async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None:
         params = (channel, thread_ts, run_id, time.time() + THREAD_TTL)
-        await self._call(
-            lambda conn: conn.execute(
-                "INSERT INTO threads (channel, thread_ts, run_id, keep_until) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (channel, thread_ts) DO UPDATE SET"
-                " run_id = excluded.run_id, keep_until = excluded.keep_until",
-                params,
-            )
-        )
+        await self._call(lambda conn: conn.execute(SET_THREAD_RUN, params))
 
     async def get_thread_run(self, channel: str, thread_ts: str) -> str | None:
         row = await self._call(
@@ -748,13 +822,7 @@ class SQLiteStore(SQLiteInbox):
 
     async def audit(self, entry: AuditEntry) -> None:
         rec = encode_audit(entry).decode()
-
-        def append(conn: sqlite3.Connection) -> None:
-            newest = conn.execute("INSERT INTO audit (rec) VALUES (?)", (rec,)).lastrowid
-            if newest is not None and newest > AUDIT_CAP:
-                conn.execute("DELETE FROM audit WHERE id <= ?", (newest - AUDIT_CAP,))
-
-        await self._call(lambda conn: _transaction(conn, partial(append, conn)))
+        await self._call(lambda conn: _transaction(conn, partial(_append_audit, conn, rec)))
 
     async def recent_audit(self, *, limit: int = 100) -> list[AuditEntry]:
         if limit <= 0:

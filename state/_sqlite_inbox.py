@@ -25,10 +25,11 @@ from ._inbox import (
     encode_body,
     lease_seconds,
 )
-from ._keys import DELIVERY_TTL
+from ._keys import DELIVERY_TTL, THREAD_TTL
+from ._records import ThreadLease
 from ._sqlite_tx import transaction
 
-__all__ = ["INBOX_POLL", "INBOX_SCHEMA", "SQLiteInbox"]
+__all__ = ["INBOX_POLL", "INBOX_SCHEMA", "SET_THREAD_RUN", "SQLiteInbox"]
 
 _T = TypeVar("_T")
 
@@ -55,6 +56,12 @@ CREATE TABLE IF NOT EXISTS inbox_seen (
     keep_until REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS inbox_seen_keep_until ON inbox_seen (keep_until);
+"""
+
+SET_THREAD_RUN = """
+INSERT INTO threads (channel, thread_ts, run_id, keep_until) VALUES (?, ?, ?, ?)
+ON CONFLICT (channel, thread_ts) DO UPDATE SET
+    run_id = excluded.run_id, keep_until = excluded.keep_until
 """
 
 _EXPIRED = "SELECT seq FROM inbox WHERE owner IS NOT NULL AND lease_until <= ? ORDER BY seq LIMIT ?"
@@ -180,10 +187,27 @@ class SQLiteInbox:
         held = await self._call(partial(_extend, consumer=consumer, seqs=seqs, lease=seconds))
         return [item_id for item_id, seq in zip(item_ids, seqs, strict=True) if seq in held]
 
-    async def done(self, item_id: str) -> None:
+    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
+        """The row deleted and the `leases` released, in one transaction."""
         check_item_ids([item_id], valid=_is_row_id, store="SQLite")
         seq = int(item_id)
-        await self._call(lambda conn: conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,)))
+        if not leases:
+            await self._call(lambda conn: conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,)))
+            return
+        keep_until = time.time() + THREAD_TTL
+
+        def finish(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,))
+            for lease in leases:
+                where = (lease.channel, lease.thread_ts)
+                conn.execute(
+                    "DELETE FROM thread_leases WHERE channel = ? AND thread_ts = ? AND owner = ?",
+                    (*where, lease.owner),
+                )
+                if lease.run_id:
+                    conn.execute(SET_THREAD_RUN, (*where, lease.run_id, keep_until))
+
+        await self._call(lambda conn: transaction(conn, partial(finish, conn)))
 
     async def inbox_size(self) -> int:
         row = await self._call(lambda conn: conn.execute("SELECT count(*) FROM inbox").fetchone())

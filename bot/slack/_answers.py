@@ -18,17 +18,20 @@ from typing import Any
 import blocks
 from blocks import CardAction, InvalidAnswer, ModalSubmission
 from state import (
+    AnswerClaim,
     AuditEntry,
     CorruptRecordError,
     InteractionRecord,
     InteractionStatus,
     Store,
     StoreError,
+    ThreadLease,
+    TurnClaim,
 )
 
 from .. import Cancel, _logging, _metrics
 from ._chat import Chat
-from ._conversation import Conversations, Thread
+from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
 from ._policy import AnswerPolicy, GroupMembers
 from ._worker import Work
@@ -361,14 +364,48 @@ class Answers:
     ) -> None:
         """Claim the interaction for this answer; the first answer wins, later ones are told.
 
+        The claim, its audit entry and, when this answer is the last the run waits for, the
+        run's claim and the thread's lease are one atomic step in the store
+        (`answer_and_claim`), so the resume that follows reads nothing before it runs. A run
+        that waits for other answers too, or a thread busy with another turn, is resumed the
+        long way (`resume_if_complete`), where the runtime claims the run.
+
         A retried work item finds its own earlier claim (same person, same answer): it goes on
         to the resume its first attempt may not have finished, and is not told "already".
         """
-        claim = await self.store.answer_interaction(
-            record.interaction_id, answer=answer, answered_by=user, now=self.clock()
-        )
-        stored = claim.record
+        thread = _thread_of(record)
         child_id = None if work is None else work.run_id("resume")
+        hold = None if child_id is None else await self.conversations.hold_turn(thread)
+        try:
+            claim = await self._claim(
+                record, user=user, answer=answer, child_id=child_id, hold=hold
+            )
+        except BaseException:
+            if hold is not None:
+                self.conversations.let_go(hold)
+            raise
+        stored = claim.record
+        if claim.run is not None and stored is not None and hold is not None:
+            _metrics.ANSWERS.labels(outcome="accepted").inc()
+            hold.leased = True
+            try:
+                await self.conversations.show_closed(stored)
+            except BaseException:
+                self.conversations.let_go(hold)
+                raise
+            await self.conversations.resume(
+                run_id=stored.run_id,
+                answers={stored.interaction_id: stored.answer},
+                thread=thread,
+                working_ts=stored.message_ts,
+                child_id=child_id,
+                hold=hold,
+                claimed=claim.run,
+                by=[user],
+            )
+            return
+        if hold is not None:
+            self.conversations.let_go(hold)
         if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
             await self.conversations.show_closed(stored)
             await self.resume_if_complete(
@@ -386,20 +423,48 @@ class Answers:
                 run_id=record.run_id,
             )
             return
-        await self.store.audit(
-            AuditEntry(
-                at=self.clock(),
-                action="answered",
-                interaction_id=stored.interaction_id,
-                run_id=stored.run_id,
-                user=user,
-                detail=_short_json(answer),
-            )
-        )
         _metrics.ANSWERS.labels(outcome="accepted").inc()
         await self.conversations.show_closed(stored)
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
+        )
+
+    async def _claim(
+        self,
+        record: InteractionRecord,
+        *,
+        user: str,
+        answer: Any,
+        child_id: str | None,
+        hold: TurnHold | None,
+    ) -> AnswerClaim:
+        now = self.clock()
+        entry = AuditEntry(
+            at=now,
+            action="answered",
+            interaction_id=record.interaction_id,
+            run_id=record.run_id,
+            user=user,
+            detail=_short_json(answer),
+        )
+        turn = None
+        if child_id is not None and hold is not None:
+            lease = ThreadLease(
+                channel=hold.thread.channel, thread_ts=hold.thread.thread_ts, owner=hold.owner
+            )
+            turn = TurnClaim(
+                run_id=record.run_id,
+                child_id=child_id,
+                lease=lease,
+                lease_ttl=self.conversations.lease_ttl,
+            )
+        return await self.store.answer_and_claim(
+            record.interaction_id,
+            answer=answer,
+            answered_by=user,
+            now=now,
+            audit=entry,
+            turn=turn,
         )
 
     async def resume_if_complete(

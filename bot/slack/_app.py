@@ -77,6 +77,11 @@ _SERVER_ERROR_PAUSE = 0.3
 _RECORD_WAIT = 2.0
 """Seconds the ack may wait for the inbox write: Slack gives up on a response after 3."""
 
+_SETTLE = 0.003
+"""Seconds after the last Slack request was answered during which the worker still starts no new
+work: the requests of a burst arrive a little apart, and work started in a gap delays the acks
+of the rest."""
+
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
     # Bolt reads SLACK_BOT_TOKEN from the environment itself and then warns that the client we
@@ -171,10 +176,13 @@ class SlackBot:
             handle=self.dispatch.work,
             lease=settings.handback_work_lease,
             concurrency=settings.handback_concurrency,
-            yield_to=lambda: self._recording > 0,
+            yield_to=self._answering,
         )
         self._recording = 0
-        """Slack requests being written to the inbox right now; the worker waits for them."""
+        """Slack requests being answered (over HTTP) or written to the inbox right now; the
+        worker starts no new work while there are some (for at most a moment)."""
+        self._answered_at = 0.0
+        """`time.monotonic()` when the last one was answered."""
         self.role = role
         self._loops = loops
         """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
@@ -251,6 +259,10 @@ class SlackBot:
             if not ran and not self.tasks.busy:
                 return
 
+    def _answering(self) -> bool:
+        """Whether Slack requests are being answered (or just were): new work waits."""
+        return self._recording > 0 or time.monotonic() - self._answered_at < _SETTLE
+
     async def _expire_later(self, record: InteractionRecord) -> None:
         self.tasks.spawn(self.sweeper.expire(record), name=f"expire-{record.interaction_id}")
 
@@ -268,7 +280,16 @@ class SlackBot:
         if not health_only:
             secret = self.settings.slack_signing_secret
             gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)
-            application.router.add_post("/slack/events", gate.handle)
+
+            async def handle(request: web.Request) -> web.StreamResponse:
+                self._recording += 1  # the worker takes no new work until it is answered
+                try:
+                    return await gate.handle(request)
+                finally:
+                    self._recording -= 1
+                    self._answered_at = time.monotonic()
+
+            application.router.add_post("/slack/events", handle)
         application.router.add_get("/healthz", self._healthz)
         return application
 

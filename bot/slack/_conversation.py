@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import blocks
-from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, Store, StoreError, ThreadStop
+from state import (
+    THREAD_LEASE_TTL,
+    AuditEntry,
+    InteractionRecord,
+    RunRecord,
+    Store,
+    StoreError,
+    ThreadLease,
+    ThreadStop,
+)
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, _logging
 from .._agent import AgentRun
@@ -25,9 +34,9 @@ from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, Tool
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
-from ._worker import derived_run_id
+from ._worker import derived_run_id, hand_to_done, in_work_item, lease_handed_over
 
-__all__ = ["Conversations", "Thread"]
+__all__ = ["Conversations", "Thread", "TurnHold"]
 
 log = logging.getLogger("handback.slack")
 
@@ -44,6 +53,24 @@ LEASE_RETRY_MOST = 0.2
 STOP_POLL = 0.2
 """Seconds between looks at the thread's stop mark while a turn runs (agent sessions only): a
 stop pressed at any replica ends the turn within a second."""
+
+
+@dataclass(kw_only=True)
+class TurnHold:
+    """A thread's turn taken in this process: its lock held, its lease owner chosen."""
+
+    thread: Thread
+    owner: str
+    leased: bool = False
+    """The store's lease is held by `owner` already (taken with a claim)."""
+
+
+@dataclass(kw_only=True)
+class _Slot:
+    deferred: bool
+    """In a work item: where the thread points moves on with the lease's release."""
+    run_id: str | None = None
+    """The run the thread points at once the turn's lease is released, when deferred."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -80,50 +107,101 @@ class Conversations:
         self.lease_ttl = lease_ttl
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
-    @asynccontextmanager
-    async def _turn(self, thread: Thread) -> AsyncIterator[None]:
-        """One run at a time per thread: a resume and a new message in the same thread do not
-        race. A lock orders this process's turns; the store's lease then orders them with other
-        processes', so each turn continues from the run the previous one left."""
-        key = (thread.channel, thread.thread_ts)
-        _logging.bind(channel=thread.channel, thread=thread.thread_ts)
+    async def hold_turn(self, thread: Thread) -> TurnHold | None:
+        """The thread's turn in this process, taken now, before its lease in the store, or None
+        when a turn of the thread runs (or waits) here already. Pass it to `resume()` (which
+        lets go of it) or to `let_go()`.
+
+        Taken without waiting, so the lease that `answer_and_claim` takes with the answer is
+        always taken after the lock, in the order every turn takes them: a turn holding the lock
+        never waits for a lease its own process took.
+        """
+        if _key(thread) in self._locks:
+            return None
+        return await self._hold(thread)
+
+    def let_go(self, hold: TurnHold) -> None:
+        """Give back a turn taken with `hold_turn()` that was not used for a resume."""
+        lock, users = self._locks[_key(hold.thread)]
+        lock.release()
+        if users == 1:
+            del self._locks[_key(hold.thread)]
+        else:
+            self._locks[_key(hold.thread)] = (lock, users - 1)
+
+    async def _hold(self, thread: Thread) -> TurnHold:
+        key = _key(thread)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock, self._lease(thread):
-                yield
-        finally:
+            await lock.acquire()
+        except BaseException:
             lock, users = self._locks[key]
             if users == 1:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+            raise
+        # A lease this work item kept from an earlier turn in the thread is still its own.
+        handed = lease_handed_over(thread.channel, thread.thread_ts)
+        return TurnHold(thread=thread, owner=uuid.uuid4().hex if handed is None else handed.owner)
 
     @asynccontextmanager
-    async def _lease(self, thread: Thread) -> AsyncIterator[None]:
+    async def _turn(self, thread: Thread, hold: TurnHold | None = None) -> AsyncIterator[_Slot]:
+        """One run at a time per thread: a resume and a new message in the same thread do not
+        race. A lock orders this process's turns; the store's lease then orders them with other
+        processes', so each turn continues from the run the previous one left. `hold` is the
+        lock taken already (and maybe the lease, see `hold_turn`)."""
+        _logging.bind(channel=thread.channel, thread=thread.thread_ts)
+        if hold is None:
+            hold = await self._hold(thread)
+        try:
+            async with self._lease(hold) as slot:
+                yield slot
+        finally:
+            self.let_go(hold)
+
+    @asynccontextmanager
+    async def _lease(self, hold: TurnHold) -> AsyncIterator[_Slot]:
         """Hold the thread's lease in the store for the turn, waiting while another process
         holds it (at most `lease_ttl` after that process dies), and refresh it as the turn runs.
+
+        A lease taken with its claim (`hold_turn`, `answer_and_claim`) outlives the turn: the
+        work item's `done` releases it and moves the thread on to the turn's run, in one round
+        trip (`hand_to_done`), and a later turn of the same item in the thread takes it again as
+        the same owner. Any other lease is released here.
         """
-        owner = uuid.uuid4().hex
+        thread, owner = hold.thread, hold.owner
         channel, thread_ts = thread.channel, thread.thread_ts
+        handed = lease_handed_over(channel, thread_ts)
+        # Only a turn whose lease came with its claim (and a later turn of the same item in that
+        # thread) keeps it to the item's end: every other turn points the thread at its run as
+        # soon as it is saved, so that a crash before the card is posted still finds it.
+        deferred = in_work_item() and (hold.leased or handed is not None)
         wait = LEASE_RETRY_FIRST
-        while not await self.store.acquire_thread(
+        while not hold.leased and not await self.store.acquire_thread(
             channel, thread_ts, owner=owner, ttl=self.lease_ttl
         ):
             log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
             await asyncio.sleep(wait)
             wait = min(wait * 2, LEASE_RETRY_MOST)
+        hold.leased = True
+        slot = _Slot(deferred=deferred, run_id=None if handed is None else handed.run_id)
         keeper = asyncio.create_task(self._keep_lease(thread, owner))
         try:
-            yield
+            yield slot
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
-            try:
-                await self.store.release_thread(channel, thread_ts, owner=owner)
-            except StoreError:
-                # The lease ends by itself within `lease_ttl`; the turn's work is done.
-                log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
+            lease = ThreadLease(
+                channel=channel, thread_ts=thread_ts, owner=owner, run_id=slot.run_id
+            )
+            if not (deferred and hand_to_done(lease)):
+                try:
+                    await self.store.release_thread(channel, thread_ts, owner=owner)
+                except StoreError:
+                    # The lease ends by itself within `lease_ttl`; the turn's work is done.
+                    log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
 
     async def _keep_lease(self, thread: Thread, owner: str) -> None:
         """Extend the lease three times per TTL, so a long turn keeps it and a dead one loses it."""
@@ -187,12 +265,12 @@ class Conversations:
         if turn is None:
             await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
         try:
-            async with self._turn(thread):
+            async with self._turn(thread) as slot:
                 if turn is not None and retry:
                     if await self._stopped_before(thread, run_id, turn):
                         return
                     await turn.take_over()
-                await self._start(thread, text=text, run_id=run_id, turn=turn)
+                await self._start(thread, slot, text=text, run_id=run_id, turn=turn)
         finally:
             if turn is None:
                 await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
@@ -200,19 +278,20 @@ class Conversations:
     async def _start(
         self,
         thread: Thread,
+        slot: _Slot,
         *,
         text: str,
         run_id: str | None,
         turn: AgentTurn | None,
     ) -> None:
-        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        parent_id = slot.run_id or await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
             # A retry after the first attempt saved this very run: replay it, not its parent.
             parent_id = None
         try:
             by = [thread.requester] if thread.requester else []
             run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
-            await self._drive_stoppable(run, thread, turn)
+            await self._drive_stoppable(run, thread, turn, slot)
         except StoreError:
             raise  # The work item is taken again once the store answers.
         except RunAlreadyResumed:
@@ -240,10 +319,10 @@ class Conversations:
         """A person's slash command: the tool runs in `thread` (new), through the approval gate;
         its card or its result is posted there (`Agent.call_tool`)."""
         turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
-        async with self._turn(thread):
+        async with self._turn(thread) as slot:
             try:
                 run = self.agent.call_tool(tool, arguments, text=text, run_id=run_id)
-                await self._drive_stoppable(run, thread, turn)
+                await self._drive_stoppable(run, thread, turn, slot)
             except StoreError:
                 raise
             except Exception:
@@ -258,22 +337,33 @@ class Conversations:
         working_ts: str | None = None,
         child_id: str | None = None,
         by: Sequence[str] = (),
+        hold: TurnHold | None = None,
+        claimed: RunRecord | None = None,
     ) -> None:
         """Resume a paused run with every answer it waits for; a lost race is not an error.
 
         `child_id` comes from the work item: its retry claims the run again as the same child
         (the store lets the same child win twice) and continues where the first attempt got.
         `by` names who gave the answers: they count as requesters of what the run asks next.
+        `hold` is the thread's turn taken with `hold_turn()` (this lets go of it), and `claimed`
+        the run as `answer_and_claim` claimed it for `child_id` with the lease of `hold`.
         """
-        turn = await self._open_turn(thread, run_id=child_id, title=None)
-        if turn is None and working_ts:
-            await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
-        elif turn is not None:
-            turn.working_ts = working_ts
         try:
-            async with self._turn(thread):
-                run = self.agent(parent_id=run_id, resume=answers, run_id=child_id, by=by)
-                await self._drive_stoppable(run, thread, turn)
+            turn = await self._open_turn(thread, run_id=child_id, title=None)
+            if turn is None and working_ts:
+                await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
+            elif turn is not None:
+                turn.working_ts = working_ts
+        except BaseException:
+            if hold is not None:
+                self.let_go(hold)
+            raise
+        try:
+            async with self._turn(thread, hold) as slot:
+                run = self.agent(
+                    parent_id=run_id, resume=answers, run_id=child_id, by=by, claimed=claimed
+                )
+                await self._drive_stoppable(run, thread, turn, slot)
         except StoreError:
             raise
         except RunAlreadyResumed as error:
@@ -283,6 +373,12 @@ class Conversations:
             # retried (and refused) on every restart: end it instead.
             log.warning("resume of run %s refused, cancelling it: %s", run_id, error)
             cancel = {interaction_id: Cancel(_UNUSABLE_ANSWER) for interaction_id in answers}
+            if claimed is not None:
+                # Claimed for `child_id`, which saved nothing: that child cancels it instead.
+                await self.resume(
+                    run_id=run_id, answers=cancel, thread=thread, child_id=child_id, claimed=claimed
+                )
+                return
             retry = None if child_id is None else f"{child_id}_cancel"
             await self.resume(run_id=run_id, answers=cancel, thread=thread, child_id=retry)
         except ResumeError as error:
@@ -298,13 +394,15 @@ class Conversations:
 
     # --------------------------------------------------------------- stopping
 
-    async def _drive_stoppable(self, run: AgentRun, thread: Thread, turn: AgentTurn | None) -> None:
+    async def _drive_stoppable(
+        self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: _Slot
+    ) -> None:
         """Drive the run; a stop pressed in the thread once the turn began (in any process: the
         mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped."""
         if turn is None:
-            await self._drive(run, thread, turn)  # Classic messages have no stop button.
+            await self._drive(run, thread, turn, slot)  # Classic messages have no stop button.
             return
-        driving = asyncio.create_task(self._drive(run, thread, turn))
+        driving = asyncio.create_task(self._drive(run, thread, turn, slot))
         watching = asyncio.create_task(self._watch_stop(thread, turn.stop_before, driving))
         try:
             await driving
@@ -426,7 +524,9 @@ class Conversations:
 
     # ---------------------------------------------------------------- driving
 
-    async def _drive(self, run: AgentRun, thread: Thread, turn: AgentTurn | None) -> None:
+    async def _drive(
+        self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: _Slot
+    ) -> None:
         interactions: list[InteractionEvent] = []
         output: OutputEvent | None = None
         async for event in run:
@@ -447,8 +547,12 @@ class Conversations:
                 await turn.tool(event)
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
-        # The run is in the store by now, so the thread may point at it.
-        await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        # The run is in the store by now, so the thread may point at it: at once, or in a work
+        # item with the release of the lease, when its `done` (under the lease until then).
+        if slot.deferred:
+            slot.run_id = output.run_id
+        else:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
         if output.status.reason == "input_required":
             if turn is not None:
                 await turn.finish("suspended")
@@ -618,6 +722,10 @@ def _reply_text(output: OutputEvent) -> str:
         why = f" ({escape(status.message)})" if status.message else ""
         return f"Stopped{why}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+def _key(thread: Thread) -> tuple[str, str]:
+    return thread.channel, thread.thread_ts
 
 
 def _where(thread: Thread) -> tuple[str, str]:

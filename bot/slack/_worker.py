@@ -15,14 +15,23 @@ import functools
 import hashlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from state import Store, StoreError, WorkItem
+from state import Store, StoreError, ThreadLease, WorkItem
 
 from .. import _logging, _metrics
 
-__all__ = ["WORK_LEASE", "Work", "Worker", "derived_run_id"]
+__all__ = [
+    "WORK_LEASE",
+    "Work",
+    "Worker",
+    "derived_run_id",
+    "hand_to_done",
+    "in_work_item",
+    "lease_handed_over",
+]
 
 log = logging.getLogger("handback.slack")
 
@@ -45,9 +54,57 @@ the same loop: a process that took work faster than it can run it would answer S
 an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
 the loop is, not only the `concurrency` cap."""
 
-_YIELD_PAUSE = 0.01
+_YIELD_PAUSE = 0.005
+_YIELD_MOST = 0.25
+"""Seconds taking waits at most for the app's requests in flight (`yield_to`): a burst of clicks
+is acked before its resumes start, and a steady stream of requests cannot starve the work."""
 _OUTAGE_PAUSE_FIRST = 0.2
 _OUTAGE_PAUSE_MOST = 2.0
+
+
+_HANDED_OVER: ContextVar[dict[tuple[str, str], ThreadLease] | None] = ContextVar(
+    "handback_handed_over", default=None
+)
+"""Thread leases the work item running in this task holds past its turns, by thread: its `done`
+frees them (and moves each thread on to its run) in the same round trip."""
+
+
+def in_work_item() -> bool:
+    """Whether this task runs a work item of the worker (and may `hand_to_done`)."""
+    return _HANDED_OVER.get() is not None
+
+
+def hand_to_done(lease: ThreadLease) -> bool:
+    """Leave `lease` held until the work item running in this task is done, which releases it
+    in the same round trip as the item; False outside a work item (release it yourself).
+
+    Only the item's own task sees the hand-over: a turn run by another task releases its lease.
+    A later hand-over of the same thread replaces the earlier one (same owner, see
+    `lease_handed_over`).
+    """
+    handed = _HANDED_OVER.get()
+    if handed is None:
+        return False
+    key = (lease.channel, lease.thread_ts)
+    earlier = handed.get(key)
+    if lease.run_id is None and earlier is not None and earlier.run_id is not None:
+        # A later turn that ended without a run must not undo where an earlier one got.
+        lease = ThreadLease(
+            channel=lease.channel,
+            thread_ts=lease.thread_ts,
+            owner=lease.owner,
+            run_id=earlier.run_id,
+        )
+    handed[key] = lease
+    return True
+
+
+def lease_handed_over(channel: str, thread_ts: str) -> ThreadLease | None:
+    """The lease this work item still holds on the thread, if it handed one over: a second
+    turn of the same item in that thread must take it as the same owner, or it would wait for
+    its own lease."""
+    handed = _HANDED_OVER.get()
+    return None if handed is None else handed.get((channel, thread_ts))
 
 
 def derived_run_id(work_id: str, purpose: str) -> str:
@@ -147,6 +204,8 @@ class Worker:
     async def _kicked(self) -> None:
         while self._kick_again:
             self._kick_again = False
+            # As `run_forever` does: what the app is still recording goes first.
+            await self._wait_for_calm()
             try:
                 for item in await self._take(block=0.0):
                     self._start(item)
@@ -225,33 +284,50 @@ class Worker:
             log.error(
                 "dropping %s item %s after %d attempts", item.kind, item.item_id, item.attempts
             )
-            await self._done(item)
+            await self._done(item, [])
             finished("dropped")
             return
+        handed: dict[tuple[str, str], ThreadLease] = {}
+        _HANDED_OVER.set(handed)  # this task's context: the item's own turns see it
         try:
             await self.handle(item)
         except StoreError as error:
             # Left in the inbox: once the store answers again the item is taken again and the
             # work finishes from where the store says it got to.
             log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
+            await self._release(handed.values())
             finished("store_error")
             return
-        except Exception:
-            # The handlers tell people about failures themselves; this is a bug. The item is
-            # retried, up to `max_attempts`.
-            log.exception("%s item %s failed", item.kind, item.item_id)
-            finished("failed")
+        except BaseException as error:
+            if isinstance(error, Exception):
+                # The handlers tell people about failures themselves; this is a bug. The item is
+                # retried, up to `max_attempts`.
+                log.exception("%s item %s failed", item.kind, item.item_id)
+                finished("failed")
+            # Unfinished (or handed back at shutdown): its threads are free for the retry.
+            await asyncio.shield(self._release(handed.values()))
+            if not isinstance(error, Exception):
+                raise
             return
-        await self._done(item)
+        await self._done(item, list(handed.values()))
         finished("done")
 
-    async def _done(self, item: WorkItem) -> None:
+    async def _done(self, item: WorkItem, leases: list[ThreadLease]) -> None:
         try:
-            await self.store.done(item.item_id)
+            await self.store.done(item.item_id, leases=leases)
         except StoreError as error:
             _metrics.STORE_ERRORS.labels(where="done").inc()
-            # Taken again after its lease, the item finds its work done and changes nothing.
+            # Taken again after its lease, the item finds its work done and changes nothing; a
+            # thread lease left behind ends by itself.
             log.warning("could not mark item %s done: %s", item.item_id, error)
+
+    async def _release(self, leases: Iterable[ThreadLease]) -> None:
+        for lease in leases:
+            try:
+                await self.store.release_thread(lease.channel, lease.thread_ts, owner=lease.owner)
+            except StoreError:
+                # The lease ends by itself within its TTL.
+                log.warning("could not release the lease of thread %s/%s", *_where(lease))
 
     async def _keep_leases(self) -> None:
         while True:
@@ -272,8 +348,9 @@ class Worker:
         """Return once nothing more urgent runs and a turn of the event loop is quick again
         (or nothing of ours runs)."""
         loop = asyncio.get_running_loop()
+        yielding_until = loop.time() + _YIELD_MOST
         while not self._stopping.is_set():
-            if self.yield_to():
+            if self.yield_to() and loop.time() < yielding_until:
                 await self._pause(_YIELD_PAUSE)
                 continue
             if not self._inflight:
@@ -287,3 +364,7 @@ class Worker:
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _where(lease: ThreadLease) -> tuple[str, str]:
+    return lease.channel, lease.thread_ts

@@ -150,3 +150,47 @@ async def test_a_chosen_id_costs_no_read_on_a_first_resume(store: Store) -> None
     await agent(parent_id=paused.run_id, resume={p.interaction_id: "y"}, run_id="work-8b").collect()
     # The parent is paused and unclaimed, so no earlier attempt of this run can exist.
     assert counting.take() == ["load_run", "claim_run", "save_run"]
+
+
+async def test_a_resume_from_a_parent_the_caller_claimed_reads_and_claims_nothing(
+    store: Store,
+) -> None:
+    counting = CountingStore(store)
+    fn = script({"name": "ask_user", "arguments": {"question": "q?"}})
+    agent = make_agent(counting, fn, [ask_user])  # type: ignore[arg-type]
+    (p,), paused, _ = await events_of(agent(prompt="x"))
+    claim = await store.claim_run(paused.run_id, child_id="work-9")
+    assert claim.won and claim.run is not None
+    counting.take()
+    done = await agent(
+        parent_id=paused.run_id, resume={p.interaction_id: "y"}, run_id="work-9", claimed=claim.run
+    ).collect()
+    assert done.status.code == "success" and done.run_id == "work-9"
+    assert counting.take() == ["save_run"]
+    saved = await store.load_run("work-9")
+    assert saved is not None and saved.parent_id == paused.run_id
+
+
+@pytest.mark.parametrize("wrong", ["parent", "child", "no-resume", "no-run-id"])
+async def test_claimed_must_be_the_parent_claimed_for_this_run(store: Store, wrong: str) -> None:
+    fn = script({"name": "ask_user", "arguments": {"question": "q?"}})
+    agent = make_agent(store, fn, [ask_user])
+    (p,), paused, _ = await events_of(agent(prompt="x"))
+    claim = await store.claim_run(paused.run_id, child_id="work-10")
+    assert claim.run is not None
+    call: dict[str, Any] = {
+        "parent_id": paused.run_id,
+        "resume": {p.interaction_id: "y"},
+        "run_id": "work-10",
+        "claimed": claim.run,
+    }
+    if wrong == "parent":
+        call["parent_id"] = "another-run"
+    elif wrong == "child":
+        call["run_id"] = "work-11"
+    elif wrong == "no-resume":
+        call["resume"], call["prompt"] = None, "x"
+    else:
+        call["run_id"] = None
+    with pytest.raises(UsageError, match="claimed"):
+        agent(**call)

@@ -25,6 +25,8 @@ from state import (
     Store,
     StoreClosedError,
     StoreError,
+    ThreadLease,
+    TurnClaim,
     open_store,
 )
 from state._keys import (
@@ -653,6 +655,13 @@ REDIS_CALLS: dict[str, RedisCall] = {
     "answer_interaction": lambda s: s.answer_interaction(
         "ix-1", answer=1, answered_by="U1", now=time.time()
     ),
+    "answer_and_claim": lambda s: s.answer_and_claim(
+        "ix-1",
+        answer=1,
+        answered_by="U1",
+        now=time.time(),
+        audit=AuditEntry(at=1.0, action="answered"),
+    ),
     "close_interaction": lambda s: s.close_interaction("ix-1", status="expired", now=time.time()),
     "due_interactions": lambda s: s.due_interactions(time.time()),
     "settled_runs": lambda s: s.settled_runs(),
@@ -694,7 +703,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 19
+    assert len(scripts) == 20
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -723,6 +732,22 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert (await any_redis_store.close_interaction("ix-3", status="superseded", now=2.0)).won
     assert await any_redis_store.settled_runs() == []  # run-2, claimed, dropped from the index
     await any_redis_store.audit(AuditEntry(at=1.0, action="answered"))
+    await any_redis_store.save_run(make_run("run-3"))
+    await any_redis_store.add_interactions([make_interaction("ix-4", run_id="run-3")])
+    answered = await any_redis_store.answer_and_claim(
+        "ix-4",
+        answer=1,
+        answered_by="U",
+        now=2.0,
+        audit=AuditEntry(at=2.0, action="answered"),
+        turn=TurnClaim(
+            run_id="run-3",
+            child_id="child",
+            lease=ThreadLease(channel="C2", thread_ts="2.2", owner="a"),
+            lease_ttl=60,
+        ),
+    )
+    assert answered.won and answered.run is not None
     assert await any_redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
     await any_redis_store.release_thread("C1", "1.1", owner="a")
     item_id = await any_redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")

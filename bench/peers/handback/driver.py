@@ -418,6 +418,9 @@ async def measure_click(c: Contender, n: int, concurrency: int, web_only: bool) 
             warm = await cards(bots, min(concurrency, 10))
             assert bots.model.calls - calls == len(warm), "one model call per question"
             await click_batch(bots, poster, warm)
+            # A running process has as many store connections open as it has had calls in flight;
+            # a fresh one would open them during the first timed burst instead.
+            await asyncio.gather(*(store.inbox_size() for _ in range(concurrency)))
             while len(acks) < n:
                 batch = await cards(bots, concurrency)
                 ack_ms, answer_ms = await click_batch(bots, poster, batch)
@@ -432,19 +435,22 @@ async def measure_click(c: Contender, n: int, concurrency: int, web_only: bool) 
 
 async def measure_trips(c: Contender, clicks: int) -> dict[str, Any]:
     """Store calls per answered click (both stores) and, on Redis, the commands the server saw
-    from this process's connections (`MONITOR`), per click."""
+    from this process's connections (`MONITOR`), per click: from the click's HTTP request to
+    its work item done, one click at a time (the ack kicks the worker, which takes the click in
+    one `take`; no `drain()`, whose takes that find nothing would count too)."""
     async with c.store() as (real, url):
         store = CountingStore(real)
         async with slack_bots(store, url) as bots:
             poster = SignedPoster(bots.slack.bot_url or "", bots.slack.signing_secret)
             async with poster:
-                batch = await cards(bots, clicks)
+                batch = await cards(bots, clicks + 1)
+                await one_click(bots, poster, batch.pop())  # the scripts loaded, once
                 monitor = RedisMonitor(c.redis_url) if c.name == "redis" else None
                 if monitor:
                     await monitor.start()
                 store.calls.clear()
-                for item in batch:  # one at a time: a click's own work, nothing shared
-                    await click_batch(bots, poster, [item])
+                for item in batch:
+                    await one_click(bots, poster, item)
                 calls = dict(store.calls)
                 commands = await monitor.stop(url) if monitor else {}
     per = {name: count / clicks for name, count in sorted(calls.items())}
@@ -452,6 +458,17 @@ async def measure_trips(c: Contender, clicks: int) -> dict[str, Any]:
     if commands:
         result["redis_commands"] = {k: v / clicks for k, v in sorted(commands.items())}
     return {"counts": result}
+
+
+async def one_click(bots: Bots, poster: SignedPoster, item: tuple[str, dict[str, Any]]) -> None:
+    """One click, then wait for its answer in the thread and for the worker to finish it."""
+    thread_ts, payload = item
+    assert await poster.post(urlencode({"payload": json.dumps(payload)})) == 200
+    await bots.slack.wait_for(lambda: answered(bots.slack, thread_ts), timeout=60)
+    worker = bots.worker.worker
+    async with asyncio.timeout(60):
+        while worker.busy:  # noqa: ASYNC110 - the worker has no "idle" event
+            await asyncio.sleep(0.002)
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')

@@ -1,0 +1,191 @@
+"""Redis round trips of one answered click, end to end: the click over real HTTP from LocalSlack
+to the bot, recorded in the inbox, taken, claimed, the run resumed and saved, the item done.
+
+Counted on the wire: every command (or pipeline) the store's connections send is one round trip,
+whatever method sent it, so a call added anywhere on the path fails the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+import redis.asyncio as aioredis
+
+from blocks import ACTION_APPROVE, ACTION_CONFIRM
+from bot import Agent
+from bot.playground._slack import LocalSlack
+from bot.slack import SlackBot, load_settings
+from state import RedisStore
+
+from . import agents
+from .conftest import ALICE, BOB, CHANNEL, BotFactory
+
+MOST_TRIPS = 6
+"""The issue's bound: from the click's arrival to the resumed run's final save, inbox included."""
+
+JOURNAL_WRITES = 2
+"""An approved tool with side effects is journaled before it runs and as it returns (the run
+saved `running` twice), so that a crash never runs it again; a pure tool (a question) is not."""
+
+
+class _CountingConnection(aioredis.Connection):
+    """Records the command name of every request sent, except a new connection's handshake."""
+
+    sent: ClassVar[list[bytes]]
+    _handshake = False
+
+    async def on_connect_check_health(self, check_health: bool = True) -> None:
+        self._handshake = True
+        try:
+            await super().on_connect_check_health(check_health=check_health)
+        finally:
+            self._handshake = False
+
+    async def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        if not self._handshake:
+            self.sent.append(_first_word(command))
+        await super().send_packed_command(command, check_health=check_health)
+
+
+def _first_word(command: bytes | str | Iterable[bytes]) -> bytes:
+    """The command name and, for EVALSHA, its digest, from a RESP request."""
+    raw = command.encode() if isinstance(command, str) else command
+    data = raw if isinstance(raw, bytes) else b"".join(raw)
+    parts = data.split(b"\r\n")
+    name = parts[2].upper()  # *<n>, $<len>, NAME, $<len>, arg, ...
+    return name + b" " + parts[4] if name == b"EVALSHA" else name
+
+
+@dataclass
+class Trips:
+    store: RedisStore
+    sent: list[bytes]
+
+    def breakdown(self) -> Counter[str]:
+        names = {
+            script.sha.encode(): attr.lstrip("_")
+            for attr, script in vars(self.store).items()
+            if hasattr(script, "sha")
+        }
+        counted: Counter[str] = Counter()
+        for word in self.sent:
+            name, _, sha = word.partition(b" ")
+            counted[names.get(sha, sha.decode()) if sha else name.decode()] += 1
+        return counted
+
+
+@asynccontextmanager
+async def counted_store(url: str) -> AsyncIterator[Trips]:
+    base, _, prefix = url.partition("?prefix=")
+    counting = type("Counting", (_CountingConnection,), {"sent": []})
+    pool = aioredis.BlockingConnectionPool.from_url(base, connection_class=counting)
+    client = aioredis.Redis.from_pool(pool)
+    async with RedisStore(client, prefix=prefix, owns_client=True) as store:
+        yield Trips(store=store, sent=counting.sent)
+
+
+def _answered(slack: LocalSlack, thread_ts: str) -> bool:
+    return any(
+        not m.blocks and m.text.startswith("Tool said:")
+        for m in slack.bot_messages(thread_ts=thread_ts)
+    )
+
+
+async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -> Counter[str]:
+    settings = load_settings(
+        slack_bot_token=slack.bot_token,
+        slack_signing_secret=slack.signing_secret,
+        slack_api_url=slack.api_url,
+        handback_store=url,
+    )
+    async with (
+        counted_store(url) as trips,
+        SlackBot(agent=agent, store=trips.store, settings=settings, loops=False) as bot,
+        bot.serve_http("127.0.0.1", 0) as bot_url,
+    ):
+        slack.bot_url = bot_url
+        counted: Counter[str] = Counter()
+        # The first round loads every script into the server (NOSCRIPT, then SCRIPT LOAD): a
+        # process does that once. The second is the one counted.
+        for _ in range(2):
+            asked = await slack.post_user_message(ALICE, CHANNEL, "go")
+            await bot.drain()
+            card = next(m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks)
+            trips.sent.clear()
+            response = await slack.click(BOB, card.ts, action)
+            assert response.status == 200
+            # The ack kicked the worker (one take); wait for the answer and the item's `done`.
+            await slack.wait_for(lambda ts=asked.ts: _answered(slack, ts))
+            deadline = time.monotonic() + 10
+            # The worker has no "idle" event; `run_until_idle()` would take (a round trip).
+            while bot.worker.busy and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+            assert not bot.worker.busy
+            counted = trips.breakdown()
+            assert await trips.store.inbox_size() == 0
+            assert await trips.store.get_thread_run(CHANNEL, asked.ts) is not None
+        print(f"\nRedis round trips of one answered click ({agent.name}): {dict(counted)}")
+        return counted
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deploys() -> None:
+    agents.DEPLOYS.clear()
+
+
+async def test_an_answered_question_costs_at_most_six_round_trips(
+    redis_store_url: str, slack: LocalSlack
+) -> None:
+    counted = await _click_trips(redis_store_url, slack, agents.confirm_agent, ACTION_CONFIRM)
+    assert sum(counted.values()) <= MOST_TRIPS, counted
+    # Each store step once: enqueue, take, read, claim (with audit, run and lease), save, done.
+    assert counted["answer_and_claim"] == 1
+    assert counted["enqueue_script"] == counted["take_script"] == counted["done_script"] == 1
+
+
+async def test_an_approval_costs_six_round_trips_besides_its_tool_journal(
+    redis_store_url: str, slack: LocalSlack
+) -> None:
+    counted = await _click_trips(redis_store_url, slack, agents.approval_agent, ACTION_APPROVE)
+    assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}] * 2
+    assert counted["save_run"] == 1 + JOURNAL_WRITES, counted
+    assert sum(counted.values()) <= MOST_TRIPS + JOURNAL_WRITES, counted
+
+
+async def test_an_answer_the_runtime_refuses_on_the_short_path_cancels_the_run(
+    make_bot: BotFactory,
+) -> None:
+    """The run claimed with the answer, then refused by the runtime (its own copy of the schema
+    says no): the same child cancels it, and the thread and its lease move on."""
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        card = h.card(asked.ts)
+        paused_id = await h.store.get_thread_run(CHANNEL, asked.ts)
+        assert paused_id is not None
+        paused = await h.store.load_run(paused_id)
+        assert paused is not None and paused.interactions
+        # The card still takes the click; the runtime's copy accepts nothing.
+        paused.interactions[0].response_schema = {"not": {}}
+        await h.store.save_run(paused)
+
+        # Well within the thread lease's TTL: the cancelling turn takes the lease the first one
+        # kept as the same owner, instead of waiting for it to expire.
+        async with asyncio.timeout(10):
+            assert await h.click(BOB, card.ts, ACTION_CONFIRM) == 200
+
+        assert h.texts(asked.ts)[-1] == "Stopped (the answer given could not be used)."
+        child_id = await h.store.get_thread_run(CHANNEL, asked.ts)
+        assert child_id not in (None, paused_id)
+        child = await h.store.load_run(child_id or "")
+        assert child is not None and child.parent_id == paused_id
+        assert (child.status, child.reason) == ("cancelled", "cancelled")
+        assert await h.store.acquire_thread(CHANNEL, asked.ts, owner="next", ttl=30)
