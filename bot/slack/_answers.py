@@ -401,7 +401,7 @@ class Answers:
                 child_id=child_id,
                 hold=hold,
                 claimed=claim.run,
-                by=[user],
+                by=_shaped_by([stored]),
             )
             return
         if hold is not None:
@@ -481,7 +481,7 @@ class Answers:
             thread=_thread_of(records[0]),
             working_ts=working_ts,
             child_id=child_id,
-            by=[record.answered_by for record in records if record.answered_by],
+            by=_shaped_by(records),
         )
         return True
 
@@ -559,9 +559,29 @@ class Answers:
             answers=answers,
             thread=_thread_of(records[0]),
             child_id=child_id,
-            by=[record.answered_by for record in records if record.answered_by],
+            by=_shaped_by(records),
         )
         return True
+
+
+def _shaped_by(records: list[InteractionRecord]) -> list[str]:
+    """Who, by answering these, shaped what the run does next: they count as requesters of the
+    turn's later approvals (four eyes). A plain approval is not among them: it carries nothing
+    the model could be steered with (a denial's reason does, and so does any answer to a
+    question), and counting it would stop an approver from approving the next call of the same
+    turn."""
+    return [
+        record.answered_by
+        for record in records
+        if record.answered_by
+        and not (record.kind == "approval" and _plain_approval(record.answer))
+    ]
+
+
+def _plain_approval(answer: Any) -> bool:
+    if isinstance(answer, dict):
+        return answer.get("approved") is True and not answer.get("reason")
+    return answer is True
 
 
 def _own_earlier_answer(

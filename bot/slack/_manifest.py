@@ -10,19 +10,30 @@ __all__ = ["BOT_EVENTS", "BOT_SCOPES", "COMMANDS"]
 
 BOT_SCOPES: tuple[str, ...] = (
     "app_mentions:read",
+    "assistant:write",
     "chat:write",
+    "commands",
     "im:history",
+    "mpim:history",
     "channels:history",
     "groups:history",
     "reactions:write",
     "usergroups:read",
-    "users:read",
 )
-"""Bot token scopes: mentions, posting and updating cards, DMs and thread replies in public and
-private channels, the "working" reaction, user groups in approver lists, user names."""
+"""Bot token scopes: mentions, agent sessions (status, streamed answers, tasks), posting and
+updating cards, slash commands, DMs, group DMs and thread replies in public and private channels,
+the "working" reaction of classic messages, user groups in approver lists."""
 
-BOT_EVENTS: tuple[str, ...] = ("app_mention", "message.im", "message.channels", "message.groups")
+BOT_EVENTS: tuple[str, ...] = (
+    "app_mention",
+    "message.im",
+    "message.mpim",
+    "message.channels",
+    "message.groups",
+    "agent_session_stopped",
+)
 """Bot events the app subscribes to."""
 
-COMMANDS: tuple[str, ...] = ()
-"""Slash commands: none."""
+COMMANDS: tuple[str, ...] = ("/deploy",)
+"""Slash commands of the example agent (`bot/chatops.py`); an agent of your own declares its
+tools' `command=` in its own manifest."""

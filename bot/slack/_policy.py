@@ -8,7 +8,8 @@ read grants nothing, and the person is told why.
 
 Everyone who shaped the turn that asks for an approval counts as a requester of it
 (`InteractionRecord.requesters`): whoever sent a message of that turn and whoever answered one
-of its questions. Otherwise an approver could answer someone else's question with "please
+of its questions or denied one of its approvals (a plain Approve steers nothing and does not
+count). Otherwise an approver could answer someone else's question with "please
 deploy" and then approve the deploy alone. `HANDBACK_ALLOW_SELF_APPROVAL` relaxes the rule only
 for the person whose message started the run that asks (`requester`), which is what the setting
 says; the others are refused whatever it says.

@@ -56,6 +56,24 @@ approval_agent = Agent(
     tools=[Tool(deploy, requires_approval=True)],
 )
 
+
+def _deploy_api_then_web(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Two approvals in one turn: deploy api, then (after its result) deploy web."""
+    results = [m for m in messages if m["role"] == "tool"]
+    last = _last(messages)
+    if last["role"] != "tool":
+        return _tool_call("deploy", service="api", environment="prod")
+    if len(results) == 1:
+        return _tool_call("deploy", service="web", environment="prod")
+    return f"Tool said: {last['content']}"
+
+
+double_deploy_agent = Agent(
+    name="double_deployer",
+    model=FunctionModel(_deploy_api_then_web),
+    tools=[Tool(deploy, requires_approval=True)],
+)
+
 confirm_agent = Agent(
     name="confirmer",
     model=_script(_tool_call("confirm", action="Restart api in prod?")),

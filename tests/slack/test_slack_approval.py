@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_DENY_REASON
@@ -165,3 +167,18 @@ async def test_a_new_turn_after_an_answer_starts_a_fresh_set_of_requesters(
         assert stored is not None and set(stored.requesters) == {CAROL, DAVE}
         await h.click(BOB, second.ts, ACTION_APPROVE)
         assert len(agents.DEPLOYS) == 2
+
+
+async def test_an_approver_may_approve_the_next_call_of_the_same_turn(
+    make_bot: BotFactory,
+) -> None:
+    """A plain approval steers nothing (a denial's reason or an answer to a question would), so
+    approving one call does not make the approver a requester of the turn's next one."""
+    async with make_bot(agents.double_deploy_agent, HANDBACK_APPROVERS="U0BOB") as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        assert await h.click(BOB, h.card(asked.ts).ts, ACTION_APPROVE) == 200
+        second = h.card(asked.ts)
+        assert "web" in json.dumps(second.blocks)
+        assert await h.click(BOB, second.ts, ACTION_APPROVE) == 200
+        assert [d["service"] for d in agents.DEPLOYS] == ["api", "web"]
+        assert h.ephemerals(BOB) == []
