@@ -649,6 +649,8 @@
     const pane = $("thread");
     const parent = openThread && visible.find((m) => m.ts === openThread);
     pane.hidden = !parent;
+    // Like Slack, the channel marks the message whose thread is open.
+    for (const node of $("messages").children) node.classList.toggle("open", Boolean(parent) && node.dataset.ts === openThread);
     if (parent) {
       $("thread-channel").textContent = `#${channelName(channel)}`;
       const thread = [parent, ...visible.filter((m) => isReply(m) && m.thread_ts === openThread)];

@@ -101,11 +101,14 @@ async def test_the_thread_pane_closes_and_the_composer_says_where_it_posts(
     await expect(page.locator("#thread-input")).to_be_visible()
     await expect(page.locator("#thread-channel")).to_have_text("#deploys")
     await expect(page.locator("#thread-to")).to_have_text("Replies stay in this thread.")
+    # The channel marks the message whose thread is open.
+    await expect(page.locator("#messages .msg.open")).to_contain_text("status")
 
     await page.locator("#thread-close").click()
     await expect(pane).to_be_hidden()
     # The thread's composer went with it: there is nothing left to type a reply into.
     await expect(page.locator("#thread-input")).to_be_hidden()
+    await expect(page.locator("#messages .msg.open")).to_have_count(0)
     # What stays says plainly that it starts something new in the channel.
     await expect(page.locator("#composer-to")).to_have_text(
         "To #deploys: a new request to @handback, in its own thread."
