@@ -412,7 +412,7 @@
   function withConfirm(confirm, go) {
     if (!confirm) { go(); return; }
     const close = () => dialog.remove();
-    const dialog = h("div", { className: "modal-backdrop" },
+    const dialog = h("div", { className: "modal-backdrop", dataset: { confirm: "" } },
       h("div", { className: "modal", role: "dialog", "aria-label": plain(confirm.title) || "Confirm" },
         h("div", { className: "modal-title" }, plain(confirm.title) || "Are you sure?"),
         h("div", { className: "modal-body" }, textObject(confirm.text, "div")),
@@ -794,6 +794,15 @@
     });
     $("thread-close").addEventListener("click", () => { openThread = null; render(); });
     $("as").addEventListener("change", (event) => actAs(event.target.value));
+    // Escape dismisses the topmost dialog, as in Slack: a confirmation, else the modal (Cancel).
+    document.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape") return;
+      const confirm = [...document.querySelectorAll(".modal-backdrop[data-confirm]")].at(-1);
+      if (confirm) confirm.remove();
+      else if (shownView) closeView(shownView.id);
+      else return;
+      event.preventDefault();
+    });
     refresh().then(listen, () => setTimeout(listen, 1000));
   });
 })();

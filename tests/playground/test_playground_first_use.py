@@ -249,3 +249,22 @@ async def test_usable_at_420_px_wide(playground: Playground, new_page: NewPage) 
     await expect(page.locator("#messages .msg").first).to_be_in_viewport()
     await expect(page.locator("#composer-input")).to_be_in_viewport(ratio=1)
     assert await overflowing(page) == []
+
+
+async def test_escape_closes_a_modal_as_cancel_does(
+    playground: Playground, new_page: NewPage
+) -> None:
+    page = await new_page(width=420, height=800)
+    await open_page(page, playground, user="U0BOB")
+    await page.fill("#composer-input", "deploy api 2.3 to prod")
+    await page.press("#composer-input", "Enter")
+    card = page.locator("#thread .msg", has_text="Approval request")
+    await card.get_by_role("button", name="Deny with reason…").click()
+    modal = page.get_by_role("dialog")
+    await expect(modal).to_be_in_viewport(ratio=1)
+    await page.keyboard.press("Escape")
+    await expect(modal).to_have_count(0)
+    assert playground.slack is not None
+    assert not any(not view.closed for view in playground.slack.views.values())
+    # The request is still open: Escape answered nothing.
+    await expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
