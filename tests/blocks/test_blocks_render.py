@@ -357,9 +357,8 @@ def test_a_card_keeps_its_title_once_settled(pending: InteractionRecord, title: 
         }
         assert message["text"].startswith(title)
         # Everything above the status line is the pending card's, word for word.
-        assert message["blocks"][: len(message["blocks"]) - 1] == card["blocks"][
-            : len(message["blocks"]) - 1
-        ]
+        above = len(message["blocks"]) - 1
+        assert message["blocks"][:above] == card["blocks"][:above]
 
 
 def test_the_status_line_reads_when_without_on() -> None:
