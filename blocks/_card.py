@@ -200,5 +200,5 @@ def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
 
 def render_card(record: InteractionRecord, *, page: int = 0) -> Message:
     """The card for a pending interaction; `page` picks which hundred options a long list shows."""
-    blocks = summary_blocks(record, pending=True) + _controls(record, page) + _footer(record)
+    blocks = summary_blocks(record) + _controls(record, page) + _footer(record)
     return {"text": fallback(record), "blocks": blocks}

@@ -17,7 +17,9 @@ _REASON_LIMIT = 1500
 
 
 def _when(unix: float | None) -> str:
-    return f" on {date_token(unix)}" if unix else ""
+    # No "on" before the date: Slack shows it as "today at 14:05" or "Dec 1, 2026 at 14:05", and
+    # "on today at" reads oddly.
+    return f" {date_token(unix)}" if unix else ""
 
 
 def _approval_outcome(answer: Any) -> tuple[str, str | None]:
@@ -70,7 +72,7 @@ def render_answered(record: InteractionRecord) -> Message:
     if record.status != "answered":
         raise ValueError(f"`render_answered` needs an answered record, got {record.status!r}")
     line, suffix = _status_line(record)
-    blocks = [*summary_blocks(record, pending=False), section(line)]
+    blocks = [*summary_blocks(record), section(line)]
     return {"text": fallback(record, suffix), "blocks": blocks}
 
 
@@ -89,7 +91,7 @@ def render_closed(record: InteractionRecord) -> Message:
             suffix = " — cancelled"
         case "pending" | "answered":
             raise ValueError(f"`render_closed` needs a closed record, got {record.status!r}")
-    blocks = [*summary_blocks(record, pending=False), section(line)]
+    blocks = [*summary_blocks(record), section(line)]
     return {"text": fallback(record, suffix), "blocks": blocks}
 
 

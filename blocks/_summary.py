@@ -42,12 +42,14 @@ def header(text: str) -> dict[str, Any]:
     return {"type": "header", "text": plain(text, HEADER_LIMIT)}
 
 
-def _title(record: InteractionRecord, *, pending: bool) -> str:
+def _title(record: InteractionRecord) -> str:
+    # One title for every state of the card: only its status line changes once it is settled,
+    # so a person recognises the card they saw pending (and Slack's notification text matches).
     match record.kind:
         case "approval":
-            return "Approval needed" if pending else "Approval request"
+            return "Approval request"
         case "confirm":
-            return "Please confirm" if pending else "Confirmation"
+            return "Confirmation"
         case "ask_user" | "ask_user_multi":
             return "Question"
         case kind:
@@ -98,9 +100,10 @@ def _payload_rest(record: InteractionRecord, skip: str | None) -> list[dict[str,
     return [section(json_code_block(rest, SECTION_LIMIT))]
 
 
-def summary_blocks(record: InteractionRecord, *, pending: bool) -> list[dict[str, Any]]:
-    """Header and content of the card, without controls or status (at most 3 blocks)."""
-    blocks = [header(_title(record, pending=pending))]
+def summary_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
+    """Header and content of the card, without controls or status (at most 3 blocks); the same
+    whether the card is pending, answered or closed."""
+    blocks = [header(_title(record))]
     if record.kind == "approval":
         return blocks + _approval_blocks(record)
     key, text = main_text(record)
@@ -114,7 +117,7 @@ def summary_blocks(record: InteractionRecord, *, pending: bool) -> list[dict[str
 def fallback(record: InteractionRecord, suffix: str = "") -> str:
     """The plain `text` of the message, which notifications show; `suffix` is safe mrkdwn."""
     _, text = main_text(record)
-    title = cut_mrkdwn(_title(record, pending=record.status == "pending"), HEADER_LIMIT)
+    title = cut_mrkdwn(_title(record), HEADER_LIMIT)
     if record.kind == "approval":
         tool = to_display(record.payload.get("tool", "?"))
         subject = inline_code(tool, _TOOL_LIMIT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -193,8 +193,9 @@ class Workspace(ChangeFeed):
         self.selections: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
         """(channel, message ts, user) -> block_id -> action_id -> element state."""
 
-        self._clock = itertools.count(1)
-        self._base_ts = int(time.time())
+        self.clock: Callable[[], float] = time.time
+        """Where message timestamps come from (seconds since the epoch); tests may set it."""
+        self._last_ts_us = 0
         self._ids = itertools.count(1)
 
         self.add_user(bot_user_id, "handback", is_bot=True)
@@ -226,8 +227,12 @@ class Workspace(ChangeFeed):
         return channel_id
 
     def new_ts(self) -> str:
-        """A message timestamp later than every one before it."""
-        return f"{self._base_ts}.{next(self._clock):06d}"
+        """A message timestamp later than every one before it, from the clock as in Slack (a
+        message's `ts` is when it was posted; the page shows it as the message's time)."""
+        now_us = int(self.clock() * 1_000_000)
+        self._last_ts_us = max(now_us, self._last_ts_us + 1)
+        seconds, micros = divmod(self._last_ts_us, 1_000_000)
+        return f"{seconds}.{micros:06d}"
 
     def new_trigger_id(self) -> str:
         return f"{next(self._ids)}.{uuid.uuid4().hex[:12]}"

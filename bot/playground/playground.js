@@ -98,34 +98,48 @@
     const tail = n % 100 >= 11 && n % 100 <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th");
     return `${n}${tail}`;
   };
+  const pad = (n) => String(n).padStart(2, "0");
+  // Slack shows times by the reader's 12- or 24-hour preference; the browser's locale stands in.
+  const timeOf = (d, seconds = false) => d.toLocaleTimeString([], {
+    hour: "numeric", minute: "2-digit", ...(seconds ? { second: "2-digit" } : {}),
+  });
 
-  /** Slack's `<!date^seconds^format|fallback>` tokens, in the viewer's local time. */
+  function ago(d) {
+    const secs = Math.round((Date.now() - d.getTime()) / 1000);
+    const abs = Math.abs(secs);
+    const [n, unit] = abs < 60 ? [abs, "second"] : abs < 3600 ? [Math.round(abs / 60), "minute"]
+      : abs < 86400 ? [Math.round(abs / 3600), "hour"] : [Math.round(abs / 86400), "day"];
+    const phrase = `${n} ${unit}${n === 1 ? "" : "s"}`;
+    return secs >= 0 ? `${phrase} ago` : `in ${phrase}`;
+  }
+
+  /** Slack's `<!date^seconds^format|fallback>` tokens, in the viewer's time zone, worded as Slack
+   * words them: "{date_short_pretty} at {time}" reads "today at 2:05 PM" or "Dec 1, 2026 at 2:05 PM"
+   * (the relative words in lower case, so they fit mid-sentence). */
   function formatDate(seconds, format) {
     const d = new Date(seconds * 1000);
-    const pad = (n) => String(n).padStart(2, "0");
+    if (Number.isNaN(d.getTime())) return null;
     const dayDiff = Math.round((new Date(d).setHours(0, 0, 0, 0) - new Date().setHours(0, 0, 0, 0)) / 864e5);
-    const pretty = (fallback) => ({ 0: "Today", [-1]: "Yesterday", 1: "Tomorrow" }[dayDiff] || fallback);
-    const hours12 = d.getHours() % 12 || 12;
-    const ampm = d.getHours() < 12 ? "AM" : "PM";
-    const dateLong = `${DAYS[d.getDay()]}, ${MONTHS[d.getMonth()]} ${ordinal(d.getDate())}, ${d.getFullYear()}`;
-    const date = `${MONTHS[d.getMonth()]} ${ordinal(d.getDate())}, ${d.getFullYear()}`;
-    const dateShort = `${MONTHS[d.getMonth()].slice(0, 3)} ${d.getDate()}, ${d.getFullYear()}`;
-    const ago = () => {
-      const secs = Math.round((Date.now() - d.getTime()) / 1000);
-      const abs = Math.abs(secs);
-      const [n, unit] = abs < 60 ? [abs, "second"] : abs < 3600 ? [Math.round(abs / 60), "minute"]
-        : abs < 86400 ? [Math.round(abs / 3600), "hour"] : [Math.round(abs / 86400), "day"];
-      const phrase = `${n} ${unit}${n === 1 ? "" : "s"}`;
-      return secs >= 0 ? `${phrase} ago` : `in ${phrase}`;
-    };
+    const relative = { 0: "today", [-1]: "yesterday", 1: "tomorrow" }[dayDiff];
+    const month = MONTHS[d.getMonth()];
+    const year = d.getFullYear();
+    const date = `${month} ${ordinal(d.getDate())}, ${year}`;
+    const dateShort = `${month.slice(0, 3)} ${d.getDate()}, ${year}`;
+    const dateLong = `${DAYS[d.getDay()]}, ${date}`;
+    const sameYear = year === new Date().getFullYear();
     const tokens = {
-      date_num: `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`,
+      date_num: `${year}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`,
+      date_slash: d.toLocaleDateString([], { day: "2-digit", month: "2-digit", year: "numeric" }),
       date, date_short: dateShort, date_long: dateLong,
-      date_pretty: pretty(date), date_short_pretty: pretty(dateShort), date_long_pretty: pretty(dateLong),
-      time: `${hours12}:${pad(d.getMinutes())} ${ampm}`,
-      time_secs: `${hours12}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${ampm}`,
+      date_long_full: `${month} ${d.getDate()}, ${year}`,
+      date_pretty: relative || date,
+      date_short_pretty: relative || dateShort,
+      date_long_pretty: relative || dateLong,
+      day_divider_pretty: relative || (sameYear ? `${DAYS[d.getDay()]}, ${month} ${ordinal(d.getDate())}` : dateLong),
+      time: timeOf(d),
+      time_secs: timeOf(d, true),
     };
-    return format.replace(/\{(\w+)\}/g, (m, name) => (name === "ago" ? ago() : tokens[name] ?? m));
+    return format.replace(/\{(\w+)\}/g, (m, name) => (name === "ago" ? ago(d) : tokens[name] ?? m));
   }
 
   /** One `<...>` token: a link, a mention, a channel, a special mention or a date. */
@@ -139,9 +153,12 @@
       return h("span", { className: "mention" }, `#${label || channelName(target.slice(1))}`);
     }
     if (target.startsWith("!date^")) {
-      const [, seconds, format] = target.split("^");
-      const when = Number(seconds);
-      return document.createTextNode(Number.isFinite(when) && format ? formatDate(when, format) : unescape(label || ""));
+      // `<!date^seconds^format^optional link|fallback>`: the fallback only when it cannot be shown.
+      const [, seconds, format, link] = target.split("^");
+      const shown = /^-?\d+$/.test(seconds || "") && format ? formatDate(Number(seconds), unescape(format)) : null;
+      const text = shown ?? unescape(label || "");
+      const href = link && safeHref(unescape(link));
+      return href ? h("a", { href, target: "_blank", rel: "noopener noreferrer" }, text) : document.createTextNode(text);
     }
     if (target.startsWith("!subteam^")) {
       return h("span", { className: "mention" }, unescape(label || "@group"));
@@ -395,7 +412,7 @@
   function withConfirm(confirm, go) {
     if (!confirm) { go(); return; }
     const close = () => dialog.remove();
-    const dialog = h("div", { className: "modal-backdrop" },
+    const dialog = h("div", { className: "modal-backdrop", dataset: { confirm: "" } },
       h("div", { className: "modal", role: "dialog", "aria-label": plain(confirm.title) || "Confirm" },
         h("div", { className: "modal-title" }, plain(confirm.title) || "Are you sure?"),
         h("div", { className: "modal-body" }, textObject(confirm.text, "div")),
@@ -490,14 +507,18 @@
   }
 
 
-  const clock = (ts) => new Date(Number(ts) * 1000).toLocaleTimeString([], { hour: "numeric", minute: "2-digit" });
+  // A message's ts is when it was posted (seconds since the epoch), as in Slack.
+  const postedAt = (ts) => new Date(Number(ts) * 1000);
 
   function messageNode(message, { inThread }) {
     const author = userById(message.user);
     const meta = h("div", { className: "msg-meta" },
       h("span", { className: "msg-author" }, author ? author.real_name || author.name : message.user || "bot"),
       author && author.is_bot ? h("span", { className: "app-tag" }, "APP") : null,
-      h("span", { className: "msg-time", title: message.ts }, clock(message.ts)),
+      h("span", {
+        className: "msg-time", dataset: { ts: message.ts },
+        title: postedAt(message.ts).toLocaleString([], { dateStyle: "full", timeStyle: "medium" }),
+      }, timeOf(postedAt(message.ts))),
       message.edited ? h("span", { className: "edited" }, "(edited)") : null,
       message.ephemeral_to ? h("span", { className: "only-you" }, "Only visible to you") : null);
     const body = h("div", { className: "msg-body" }, meta);
@@ -593,6 +614,10 @@
     model.textContent = state.model.label;
     model.classList.toggle("offline", state.model.offline);
     $("channel-name").textContent = `# ${channelName(channel)}`;
+    // The channel's composer always starts a new conversation; say so, so nobody mistakes it for
+    // a reply to the thread they just closed.
+    $("composer-to").textContent = `To #${channelName(channel)}: a new request to @${userName(state.bot_user_id)}, in its own thread.`;
+    $("composer-input").placeholder = `Message #${channelName(channel)}, e.g. deploy api 2.3 to prod`;
     $("hint").replaceChildren(...(state.examples.length ? [h("div", {}, "Try:")] : []),
       ...state.examples.map((e) => h("div", {
         className: "example", title: "Put in the message box",
@@ -627,7 +652,10 @@
     const pane = $("thread");
     const parent = openThread && visible.find((m) => m.ts === openThread);
     pane.hidden = !parent;
+    // Like Slack, the channel marks the message whose thread is open.
+    for (const node of $("messages").children) node.classList.toggle("open", Boolean(parent) && node.dataset.ts === openThread);
     if (parent) {
+      $("thread-channel").textContent = `#${channelName(channel)}`;
       const thread = [parent, ...visible.filter((m) => isReply(m) && m.thread_ts === openThread)];
       renderList($("thread-messages"), rendered.thread, thread, { inThread: true, empty: "" });
       $("thread-messages").firstChild?.classList.add("thread-parent");
@@ -761,12 +789,23 @@
     $("thread-composer").addEventListener("submit", (event) => {
       event.preventDefault();
       const input = $("thread-input");
+      // A reply never turns into a new request: with no thread open there is nothing to reply to.
+      if (!openThread) { toast("Open a thread to reply in it."); return; }
       const text = input.value;
       input.value = "";
       sendMessage(text, openThread).catch(() => {});
     });
     $("thread-close").addEventListener("click", () => { openThread = null; render(); });
     $("as").addEventListener("change", (event) => actAs(event.target.value));
+    // Escape dismisses the topmost dialog, as in Slack: a confirmation, else the modal (Cancel).
+    document.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape") return;
+      const confirm = [...document.querySelectorAll(".modal-backdrop[data-confirm]")].at(-1);
+      if (confirm) confirm.remove();
+      else if (shownView) closeView(shownView.id);
+      else return;
+      event.preventDefault();
+    });
     refresh().then(listen, () => setTimeout(listen, 1000));
   });
 })();

@@ -270,7 +270,7 @@ def test_answered_cards_have_no_controls_and_say_who_and_when() -> None:
     message = render_answered(done)
     assert not list(elements(message["blocks"]))
     line = message["blocks"][-1]["text"]["text"]
-    assert line.startswith("✅ Answered by <@U0ANSWER1> on <!date^1700000500^")
+    assert line.startswith("✅ Answered by <@U0ANSWER1> <!date^1700000500^")
     assert line.endswith(": pg")
     assert message["text"] == "Question: Which? — answered by <@U0ANSWER1>"
     assert render(done) == message
@@ -305,7 +305,7 @@ def test_answered_approval(answer: Any, expected: str) -> None:
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        ("expired", "⌛ This request expired on <!date^1700086400^"),
+        ("expired", "⌛ This request expired <!date^1700086400^"),
         ("superseded", "↪️ This request was superseded"),
         ("cancelled", "🚫 This request was cancelled."),
     ],
@@ -323,3 +323,58 @@ def test_rendering_the_wrong_state_is_a_developer_error() -> None:
         render_closed(confirm())
     with pytest.raises(ValueError, match="render_answered"):
         render_answered(confirm())
+
+
+@pytest.mark.parametrize(
+    ("pending", "title"),
+    [
+        pytest.param(approval({"env": "prod"}), "Approval request", id="approval"),
+        pytest.param(confirm(), "Confirmation", id="confirm"),
+        pytest.param(ask("Which?", ["pg", "my"]), "Question", id="ask"),
+        pytest.param(record("deploy_window", {"question": "When?"}), "Request: deploy window"),
+    ],
+)
+def test_a_card_keeps_its_title_once_settled(pending: InteractionRecord, title: str) -> None:
+    """Only the status line changes: a person must recognise the card they saw pending."""
+    answered = InteractionRecord(
+        **{
+            **pending.__dict__,
+            "status": "answered",
+            "answer": True if pending.kind in ("approval", "confirm") else "pg",
+            "answered_by": "U0ANSWER1",
+            "answered_at": 1_700_000_500.0,
+        }
+    )
+    settled = [render(answered)] + [
+        render(InteractionRecord(**{**pending.__dict__, "status": status}))
+        for status in ("expired", "superseded", "cancelled")
+    ]
+    card = render_card(pending)
+    for message in [card, *settled]:
+        assert message["blocks"][0] == {
+            "type": "header",
+            "text": {"type": "plain_text", "text": title},
+        }
+        assert message["text"].startswith(title)
+        # Everything above the status line is the pending card's, word for word.
+        above = len(message["blocks"]) - 1
+        assert message["blocks"][:above] == card["blocks"][:above]
+
+
+def test_the_status_line_reads_when_without_on() -> None:
+    """`<!date^…>` shows as "today at 14:05" or "Dec 1, 2026 at 14:05": no "on" before it."""
+    rec = approval({"env": "prod"})
+    done = InteractionRecord(
+        **{
+            **rec.__dict__,
+            "status": "answered",
+            "answer": True,
+            "answered_by": "U0ANSWER1",
+            "answered_at": 1_700_000_500.0,
+        }
+    )
+    line = render_answered(done)["blocks"][-1]["text"]["text"]
+    assert line.startswith(
+        "✅ *Approved* by <@U0ANSWER1> <!date^1700000500^{date_short_pretty} at {time}|"
+    )
+    assert " on " not in line

@@ -45,7 +45,7 @@ async def test_deploy_approved_in_the_browser(
     await say(page, "deploy api 2.3 to prod")
 
     thread = page.locator("#thread")
-    card = thread.locator(".msg", has_text="Approval needed")
+    card = thread.locator(".msg", has_text="Approval request")
     await expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     await expect(card).to_contain_text("Requested by: @alice")
 
@@ -86,7 +86,7 @@ async def test_select_then_modal_in_the_browser(
     await expect(question).to_contain_text("2.2.1")
     await expect(question.locator("select")).to_have_count(0)
 
-    card = thread.locator(".msg", has_text="Approval needed")
+    card = thread.locator(".msg", has_text="Approval request")
     await act_as(page, "U0CAROL")
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(thread).to_contain_text("Deployed web 2.2.1 to staging")
@@ -257,7 +257,7 @@ async def test_agent_session_in_the_browser(playground: Playground, browser_page
     await expect(page.locator("#thread-status .stop")).to_have_count(0)
 
     await act_as(page, "U0BOB")
-    card = thread.locator(".msg", has_text="Approval needed")
+    card = thread.locator(".msg", has_text="Approval request")
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(chip).to_have_attribute("data-status", "active")
     await expect(thread.locator(".task[data-status='complete']")).to_contain_text("deploy")

@@ -474,8 +474,8 @@ async def test_two_tabs_act_as_two_people_live(playground: Playground, browser_p
     # bob's tab sees alice's request live, opens the thread and approves there.
     await expect(bob.locator("#messages")).to_contain_text("deploy api 2.3 to prod")
     await bob.locator("#messages .replies").first.click()
-    bob_card = bob.locator("#thread .msg", has_text="Approval needed")
-    alice_card = alice.locator("#thread .msg", has_text="Approval needed")
+    bob_card = bob.locator("#thread .msg", has_text="Approval request")
+    alice_card = alice.locator("#thread .msg", has_text="Approval request")
     await expect(alice_card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     # alice may not approve her own request; only she is told.
     await alice_card.get_by_role("button", name="Approve", exact=True).click()
@@ -503,7 +503,7 @@ async def test_a_reload_mid_flow_keeps_the_pending_card(
     await page.locator("#messages .replies").first.click()
     question = page.locator("#thread .msg", has_text="Which version of web")
     await question.locator("select").select_option(label="2.2")
-    card = page.locator("#thread .msg", has_text="Approval needed")
+    card = page.locator("#thread .msg", has_text="Approval request")
     await expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
 
     # The live feed is down across a reload: the page says so, and catches up once it is back.
@@ -515,7 +515,7 @@ async def test_a_reload_mid_flow_keeps_the_pending_card(
     await expect(page.locator("#conn")).to_have_text("reconnecting…")
     await page.locator("#messages .replies").first.click()
     await expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
-    status, _ = await _click_as(playground, "U0CAROL", "Approval needed", "hb:approve")
+    status, _ = await _click_as(playground, "U0CAROL", "Approval request", "hb:approve")
     assert status == 200
     await page.unroute("**/api/events", drop)
     await expect(page.locator("#conn.live")).to_be_visible()
