@@ -322,7 +322,7 @@ async def test_a_slash_command_typed_in_the_composer(
     await page.press("#composer-input", "Enter")
     thread = page.locator("#thread")
     await expect(thread.locator(".thread-parent")).to_contain_text("ran /deploy web 2.1 staging")
-    card = thread.locator(".msg", has_text="Approval needed")
+    card = thread.locator(".msg", has_text="Approval request")
     await act_as(page, "U0BOB")
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(thread).to_contain_text("Deployed web 2.1 to staging (was 2.0.1).")
