@@ -573,8 +573,7 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
     return [
         record.answered_by
         for record in records
-        if record.answered_by
-        and not (record.kind == "approval" and _plain_approval(record.answer))
+        if record.answered_by and not (record.kind == "approval" and _plain_approval(record.answer))
     ]
 
 
