@@ -10,7 +10,8 @@ Pure functions, no I/O. Ids on the wire:
   `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on `ACTION_PATTERN` catches
   them; option values are indexes into the stored options, page buttons carry the page number;
 - modals use `callback_id` `hb:modal` or `hb:deny_modal` and carry the interaction id in
-  `private_metadata`.
+  `private_metadata`; a slash command's form uses `hb:command_modal` and carries its
+  `CommandOrigin` (command, channel, who typed it) as JSON there instead.
 
 The app's flow: `parse_block_action` -> look the interaction up -> by `CardAction.intent`:
 `resolve_answer` ("answer"), `render_modal` + `views.open` ("open_modal"), `page_from_action` +
@@ -26,7 +27,8 @@ from ._answers import (
     resolve_answer,
 )
 from ._card import Message, render_card
-from ._command import CommandError, command_usage, parse_command
+from ._command import CommandError, command_usage, parse_command, parse_partial
+from ._command_form import arguments_from_submission, render_command_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._ids import (
@@ -43,6 +45,7 @@ from ._ids import (
     ACTION_PATTERN,
     ACTION_SELECT,
     ACTION_SUBMIT,
+    CALLBACK_COMMAND_MODAL,
     CALLBACK_DENY_MODAL,
     CALLBACK_MODAL,
     CALLBACK_PATTERN,
@@ -54,8 +57,11 @@ from ._outcome import render, render_answered, render_closed
 from ._payloads import (
     CardAction,
     CardIntent,
+    CommandOrigin,
+    CommandSubmission,
     ModalSubmission,
     parse_block_action,
+    parse_command_submission,
     parse_view_submission,
 )
 from ._text import escape, show_hidden
@@ -74,6 +80,7 @@ __all__ = [
     "ACTION_PATTERN",
     "ACTION_SELECT",
     "ACTION_SUBMIT",
+    "CALLBACK_COMMAND_MODAL",
     "CALLBACK_DENY_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
@@ -82,6 +89,8 @@ __all__ = [
     "CardAction",
     "CardIntent",
     "CommandError",
+    "CommandOrigin",
+    "CommandSubmission",
     "InputValue",
     "InvalidAnswer",
     "Message",
@@ -89,16 +98,20 @@ __all__ = [
     "accepts_text_reply",
     "answer_from_submission",
     "answer_from_text",
+    "arguments_from_submission",
     "command_usage",
     "escape",
     "page_from_action",
     "parse_block_action",
     "parse_command",
+    "parse_command_submission",
+    "parse_partial",
     "parse_view_submission",
     "render",
     "render_answered",
     "render_card",
     "render_closed",
+    "render_command_modal",
     "render_modal",
     "resolve_answer",
     "show_hidden",

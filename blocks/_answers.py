@@ -16,6 +16,7 @@ from ._errors import InvalidAnswer
 from ._form import (
     Field,
     FieldError,
+    InputValue,
     form_fields,
     parse_index,
     parse_text,
@@ -37,6 +38,7 @@ __all__ = [
     "answer_from_text",
     "deny_reason_block_id",
     "page_from_action",
+    "read_form",
     "resolve_answer",
 ]
 
@@ -147,17 +149,25 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
     if record.kind == "approval":
         raise InvalidAnswer("An approval is answered with its buttons.")
     fields = form_fields(record)
+    return read_form(fields, submission.values, record.response_schema)
+
+
+def read_form(
+    fields: list[Field], values: dict[str, InputValue], schema: dict[str, Any] | None
+) -> Any:
+    """The value a submitted form holds (`values` by block id), checked against `schema`;
+    `InvalidAnswer` with inline `errors` by block id."""
     errors: dict[str, str] = {}
     # Fields sharing a key are one answer: a choice split into menus of a hundred.
     groups: dict[str | None, list[tuple[Field, bool, Any]]] = {}
     for field in fields:
         try:
-            present, value = read_field(field, submission.values.get(field.block_id))
+            present, value = read_field(field, values.get(field.block_id))
         except FieldError as exc:
             errors[field.block_id] = str(exc)
             continue
         groups.setdefault(field.key, []).append((field, present, value))
-    values: dict[str | None, Any] = {}
+    read: dict[str | None, Any] = {}
     for key, readings in groups.items():
         first = readings[0][0]
         if any(field.block_id in errors for field in fields if field.key == key):
@@ -165,9 +175,9 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         if first.choices is None:
             _, present, value = readings[0]
             if present:
-                values[key] = value
+                read[key] = value
             elif first.required and first.nullable:
-                values[key] = None
+                read[key] = None
             elif first.required:
                 errors[first.block_id] = "Required"
             continue
@@ -178,23 +188,23 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
             continue
         indexes = sorted({index for _, index in picked})
         if first.choices.multiple:
-            values[key] = [first.choices.values[index] for index in indexes]
+            read[key] = [first.choices.values[index] for index in indexes]
         elif len(indexes) > 1:
             for field, _ in picked:
                 errors[field.block_id] = "Choose only one option"
         else:
-            values[key] = first.choices.values[indexes[0]]
+            read[key] = first.choices.values[indexes[0]]
     if errors:
         raise InvalidAnswer("Some answers need fixing.", errors=errors)
     whole = any(field.key is None for field in fields)
-    answer = values.get(None) if whole else {key: v for key, v in values.items() if key is not None}
-    _check_form(record, fields, answer)
+    answer = read.get(None) if whole else {key: v for key, v in read.items() if key is not None}
+    _check_form(schema, fields, answer)
     return answer
 
 
-def _check_form(record: InteractionRecord, fields: list[Field], answer: Any) -> None:
+def _check_form(schema: dict[str, Any] | None, fields: list[Field], answer: Any) -> None:
     """Schema violations, each shown next to the field it concerns."""
-    violations = schema_errors(record.response_schema, answer)
+    violations = schema_errors(schema, answer)
     if not violations:
         return
     by_key: dict[str | None, str] = {}

@@ -19,7 +19,7 @@ from ._errors import InvalidAnswer
 from ._text import escape
 from ._validate import describe, schema_errors
 
-__all__ = ["CommandError", "command_usage", "parse_command"]
+__all__ = ["CommandError", "command_usage", "parse_command", "parse_partial"]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _YES = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
@@ -62,6 +62,36 @@ def parse_command(text: str, schema: dict[str, Any]) -> dict[str, Any]:
         prefix = f"`{escape(where)}`: " if where else ""
         raise CommandError(f"{prefix}{describe(error).rstrip('.')}.")
     return arguments
+
+
+def parse_partial(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """What of `text` can be kept when it does not make valid arguments (to pre-fill the
+    command's form): each value its parameter's schema accepts, read as `parse_command` reads
+    it; unknown names, repeats, extra words and values that do not fit are left out."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    properties: dict[str, Any] = schema.get("properties") or {}
+    names = list(properties)
+    read: dict[str, Any] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and _NAME.fullmatch(key):
+            if key in properties and key not in read:
+                read[key] = _read(value, properties[key], schema)
+            continue
+        # A positional word takes its place even when it does not fit, so the next word
+        # lands where the person meant it to.
+        free = next((name for name in names if name not in read), None)
+        if free is not None:
+            read[free] = _read(word, properties[free], schema)
+    return {
+        name: value
+        for name, value in read.items()
+        if isinstance(properties[name], dict)
+        and not schema_errors({**properties[name], "$defs": schema.get("$defs", {})}, value)
+    }
 
 
 def _read(word: str, prop: Any, schema: dict[str, Any]) -> Any:

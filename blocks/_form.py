@@ -27,6 +27,7 @@ __all__ = [
     "FieldError",
     "InputValue",
     "form_fields",
+    "object_fields",
     "parse_index",
     "parse_text",
     "read_field",
@@ -198,7 +199,7 @@ def _property_label(name: str, schema: dict[str, Any]) -> str:
     return name if name.strip() else "(unnamed)"
 
 
-def _object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] | None:
+def object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] | None:
     """One input per property, or None when the schema is not a form that fits a modal."""
     properties = schema.get("properties")
     if (
@@ -248,7 +249,7 @@ def form_fields(record: InteractionRecord) -> list[Field]:
     choices = choices_of(record)
     if choices is not None:
         return _choice_fields(iid, choices, key=None, label="Your answer", required=True, part="v")
-    fields = _object_fields(iid, schema)
+    fields = object_fields(iid, schema)
     if fields is not None:
         return fields
     control = _control(schema)

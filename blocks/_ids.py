@@ -26,6 +26,7 @@ __all__ = [
     "ACTION_PATTERN",
     "ACTION_SELECT",
     "ACTION_SUBMIT",
+    "CALLBACK_COMMAND_MODAL",
     "CALLBACK_DENY_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
@@ -52,7 +53,7 @@ ActionName = Literal[
     "hb:more",
     "hb:input",
 ]
-CallbackName = Literal["hb:modal", "hb:deny_modal"]
+CallbackName = Literal["hb:modal", "hb:deny_modal", "hb:command_modal"]
 
 ACTION_APPROVE: Final = "hb:approve"
 ACTION_DENY: Final = "hb:deny"
@@ -70,10 +71,12 @@ ACTION_INPUT: Final = "hb:input"
 
 CALLBACK_MODAL: Final = "hb:modal"
 CALLBACK_DENY_MODAL: Final = "hb:deny_modal"
+CALLBACK_COMMAND_MODAL: Final = "hb:command_modal"
+"""The form a slash command opens when its text does not make valid arguments."""
 
 ACTION_PATTERN: Final = re.compile(r"^hb:")
 """What the Slack app registers its single action listener on."""
-CALLBACK_PATTERN: Final = re.compile(r"^hb:(deny_)?modal$")
+CALLBACK_PATTERN: Final = re.compile(r"^hb:(deny_|command_)?modal$")
 
 _BLOCK_PREFIX: Final = "hb|"
 _MAX_PART: Final = 16

@@ -15,7 +15,7 @@ from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL
 from ._summary import SECTION_LIMIT, main_text, section
 from ._text import cut, cut_mrkdwn, inline_code, plain, to_display
 
-__all__ = ["render_modal"]
+__all__ = ["input_block", "render_modal"]
 
 _TITLE_LIMIT: Final = 24
 _LABEL_LIMIT: Final = 2000
@@ -127,7 +127,7 @@ def _hint(field: Field) -> str | None:
     return None
 
 
-def _input_block(field: Field) -> dict[str, Any]:
+def input_block(field: Field) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "input",
         "block_id": field.block_id,
@@ -190,7 +190,7 @@ def render_modal(record: InteractionRecord) -> dict[str, Any]:
     _, text = main_text(record)
     if text is not None:
         blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))
-    blocks += [_input_block(field) for field in form_fields(record)]
+    blocks += [input_block(field) for field in form_fields(record)]
     title = cut(record.kind.replace("_", " ").capitalize(), _TITLE_LIMIT)
     if record.kind.startswith("ask_user"):
         title = "Your answer"

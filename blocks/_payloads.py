@@ -29,8 +29,11 @@ from ._ids import (
 __all__ = [
     "CardAction",
     "CardIntent",
+    "CommandOrigin",
+    "CommandSubmission",
     "ModalSubmission",
     "parse_block_action",
+    "parse_command_submission",
     "parse_view_submission",
 ]
 
@@ -120,6 +123,25 @@ class _ViewSubmission(_Model):
     view: _View
 
 
+class _CommandOrigin(_Model):
+    command: Annotated[str, Field(pattern=r"^/[^\s]{1,80}$")]
+    channel: Annotated[str, Field(min_length=1, max_length=40)]
+    user: Annotated[str, Field(min_length=1, max_length=40)]
+
+
+class _CommandView(_Model):
+    id: _Id
+    callback_id: Literal["hb:command_modal"]
+    private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
+    state: _State = _State()
+
+
+class _CommandSubmission(_Model):
+    type: Literal["view_submission"]
+    user: _User
+    view: _CommandView
+
+
 @dataclass(kw_only=True, frozen=True)
 class CardAction:
     """One click on a card, as a reference to the pending interaction it belongs to."""
@@ -149,6 +171,34 @@ class ModalSubmission:
     callback_id: CallbackName
     user_id: str
     view_id: str | None = None
+    values: dict[str, InputValue] = field(default_factory=dict)
+    """By block id: the `hb:input` element of each input block."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class CommandOrigin:
+    """Where a command's form came from, kept in the form (`private_metadata`) so that its
+    submission can be checked and recorded without a store read. Nothing secret."""
+
+    command: str
+    channel: str
+    """The channel the command was typed in: the run's thread starts there."""
+    user: str
+    """Who typed it: the only person whose submission counts, and the run's requester."""
+
+    def to_metadata(self) -> str:
+        return _CommandOrigin(
+            command=self.command, channel=self.channel, user=self.user
+        ).model_dump_json()
+
+
+@dataclass(kw_only=True, frozen=True)
+class CommandSubmission:
+    """A submitted command form: where it came from, who submitted it, what it held."""
+
+    origin: CommandOrigin
+    user_id: str
+    view_id: str
     values: dict[str, InputValue] = field(default_factory=dict)
     """By block id: the `hb:input` element of each input block."""
 
@@ -234,15 +284,35 @@ def parse_view_submission(payload: dict[str, Any]) -> ModalSubmission:
         body = _ViewSubmission.model_validate(_model_input(payload))
     except ValidationError as exc:
         raise _invalid("form", exc) from None
-    values: dict[str, InputValue] = {}
-    for block, elements in body.view.state.values.items():
-        element = elements.get(ACTION_INPUT)
-        if element is not None:
-            values[block] = _input_value(element)
+    values = _state_values(body.view.state)
     return ModalSubmission(
         interaction_id=body.view.private_metadata,
         callback_id=body.view.callback_id,
         user_id=body.user.id,
         view_id=body.view.id,
         values=values,
+    )
+
+
+def _state_values(state: _State) -> dict[str, InputValue]:
+    values: dict[str, InputValue] = {}
+    for block, elements in state.values.items():
+        element = elements.get(ACTION_INPUT)
+        if element is not None:
+            values[block] = _input_value(element)
+    return values
+
+
+def parse_command_submission(payload: dict[str, Any]) -> CommandSubmission:
+    """A `view_submission` of a command's form; `InvalidAnswer` for anything else."""
+    try:
+        body = _CommandSubmission.model_validate(_model_input(payload))
+        origin = _CommandOrigin.model_validate_json(body.view.private_metadata)
+    except ValidationError as exc:
+        raise _invalid("form", exc) from None
+    return CommandSubmission(
+        origin=CommandOrigin(command=origin.command, channel=origin.channel, user=origin.user),
+        user_id=body.user.id,
+        view_id=body.view.id,
+        values=_state_values(body.view.state),
     )

@@ -302,7 +302,10 @@
           rememberValue(ctx, blockId, actionId, value);
           if (option || el.type === "users_select") ctx.dispatch({ ...base, ...value });
         });
-        if (!select.value) rememberValue(ctx, blockId, actionId, { type: el.type, selected_option: null });
+        // As in Slack, a pre-selected option (initial_option) is in the submitted state too.
+        const preselected = el.type === "users_select" ? null : options.find((o) => optionKey(o) === select.value);
+        if (preselected) rememberValue(ctx, blockId, actionId, { type: el.type, selected_option: optionPayload(preselected) });
+        else if (!select.value) rememberValue(ctx, blockId, actionId, { type: el.type, selected_option: null });
         return select;
       }
       case "multi_static_select":
@@ -645,7 +648,9 @@
     if (awaitingThread) {
       // A slash command's thread starts with the bot's "<@me> ran /command ..." message.
       const mine = awaitingThread.startsWith("/")
-        ? visible.filter((m) => !isReply(m) && m.text === `<@${me}> ran ${awaitingThread}`)
+        // The command's own message; a command run from its form says `name=value` instead.
+        ? visible.filter((m) => !isReply(m) && (m.text === `<@${me}> ran ${awaitingThread}`
+          || m.text.startsWith(`<@${me}> ran ${awaitingThread.split(/\s/)[0]} `)))
         : visible.filter((m) => !isReply(m) && m.user === me && m.text.includes(awaitingThread));
       if (mine.length) { openThread = mine[mine.length - 1].ts; awaitingThread = null; }
     }

@@ -38,7 +38,7 @@ from state import InteractionRecord, Store, StoreError, ThreadStop
 from .. import Agent, _metrics
 from ._answers import Answers
 from ._chat import Chat
-from ._commands import audit_refusal, read_command
+from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
@@ -70,6 +70,9 @@ _BOLT_LOG = logging.getLogger("handback.bolt")
 
 _ANY_COMMAND = re.compile(r"^/")
 """Every slash command reaches the listener, which refuses the ones no tool has."""
+
+_OPEN_WAIT = 1.5
+"""Seconds the ack of a command may wait for its form to open: Slack gives up after 3."""
 
 _SERVER_ERROR_PAUSE = 0.3
 """Seconds before retrying a Web API call Slack answered with 500 or 503."""
@@ -457,12 +460,25 @@ class SlackBot:
             self.tasks.spawn(self.dispatch.not_recorded(body), name="not-recorded")
 
     async def _take_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Parsing is pure and quick, so a command that cannot run is answered in the ack
-        # itself (ephemeral, with the usage); one that can is recorded first, like a click.
+        # Parsing is pure and quick. Text that does not make valid arguments opens the tool's
+        # form, from here (the trigger lives 3 seconds; this is the one Slack call before the
+        # ack, bounded); an unknown command, or a form Slack did not open, is answered in the
+        # ack itself (ephemeral, with the usage). A command that can run is recorded first,
+        # like a click.
         check = read_command(self.agent, body)
         if check.refusal is not None:
+            if check.form is not None and await self._open_form(body["trigger_id"], check.form):
+                await ack()
+                return
             await ack(text=check.refusal)
-            refusal = audit_refusal(self.store, body, check.refusal, at=self.clock())
+            detail = f"{body.get('command')} {body.get('text') or ''}".strip()
+            refusal = audit_refusal(
+                self.store,
+                user=str(body.get("user_id") or ""),
+                detail=detail,
+                reason=check.refusal,
+                at=self.clock(),
+            )
             self.tasks.spawn(refusal, name="audit-command")
             return
         # One run per invocation: Slack gives each its own trigger_id.
@@ -473,7 +489,45 @@ class SlackBot:
         else:
             await ack(text=NOT_RECORDED)
 
+    async def _open_form(self, trigger_id: str, view: dict[str, Any]) -> bool:
+        try:
+            return await asyncio.wait_for(self.chat.open_view(trigger_id, view), _OPEN_WAIT)
+        except TimeoutError:
+            log.warning("slack views_open took too long; answering with the usage")
+            return False
+
+    async def _take_command_form(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Checked before the ack without a store read (the form says where it came from), so
+        # errors show inline; a valid one is recorded as the command's work, once per view.
+        check = read_form_submission(self.agent, body)
+        if check.item is not None:
+            if await self._record("command", check.item, dedupe=check.dedupe):
+                await ack()
+            elif check.retry_block is not None:
+                await ack(response_action="errors", errors={check.retry_block: NOT_RECORDED})
+            else:
+                await ack()
+            return
+        if check.refusal is not None:
+            log.info("command form refused: %s", check.refusal)
+            user = body.get("user")
+            refusal = audit_refusal(
+                self.store,
+                user=str(user.get("id") or "") if isinstance(user, dict) else "",
+                detail="form",
+                reason=check.refusal,
+                at=self.clock(),
+            )
+            self.tasks.spawn(refusal, name="audit-command-form")
+        if check.errors:
+            await ack(response_action="errors", errors=check.errors)
+        else:
+            await ack()
+
     async def _take_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        if body["view"]["callback_id"] == blocks.CALLBACK_COMMAND_MODAL:
+            await self._take_command_form(ack, body)
+            return
         # Checked before the ack so that errors can show inline in the modal; bounded, since
         # Slack waits 3 seconds at most.
         try:

@@ -313,15 +313,22 @@ async def test_a_slash_command_typed_in_the_composer(
     page = browser_page
     await open_page(page, playground)
     await act_as(page, "U0ALICE")
+    # Missing arguments: the tool's form opens, with the service that was typed already chosen.
     await page.fill("#composer-input", "/deploy web")
     await page.press("#composer-input", "Enter")
-    usage = page.locator(".msg.ephemeral", has_text="Usage:")
-    await expect(usage).to_contain_text("Missing")
-    await expect(usage).to_contain_text("service: api|web|worker")
-    await page.fill("#composer-input", "/deploy web 2.1 staging")
-    await page.press("#composer-input", "Enter")
+    modal = page.get_by_role("dialog")
+    await expect(modal).to_be_visible()
+    await expect(modal).to_contain_text("Missing")
+    service, environment = modal.locator("select").first, modal.locator("select").nth(1)
+    await expect(service.locator("option:checked")).to_have_text("web")
+    await modal.locator("input[type=text], textarea").first.fill("2.1")
+    await environment.select_option(label="staging")
+    await modal.locator("button[type=submit]").click()
+    await expect(modal).to_have_count(0)
     thread = page.locator("#thread")
-    await expect(thread.locator(".thread-parent")).to_contain_text("ran /deploy web 2.1 staging")
+    await expect(thread.locator(".thread-parent")).to_contain_text(
+        "ran /deploy service=web version=2.1 environment=staging"
+    )
     card = thread.locator(".msg", has_text="Approval request")
     await act_as(page, "U0BOB")
     await card.get_by_role("button", name="Approve", exact=True).click()

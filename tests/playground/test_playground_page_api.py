@@ -350,8 +350,10 @@ async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
         "/api/messages", {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "/deploy api"}
     )
     assert status == 200
-    usage = await page.wait_for(
+    # Missing arguments: the tool's form opens for the person, pre-filled with what they typed.
+    form = await page.wait_for(
         "U0ALICE",
-        lambda s: next((m for m in s["messages"] if "Usage: `/deploy" in m["text"]), None),
+        lambda s: next((v for v in s["views"] if v["user"] == "U0ALICE"), None),
     )
-    assert usage["text"].startswith("Missing `version`, `environment`.")
+    assert form["view"]["callback_id"] == "hb:command_modal"
+    assert "Missing `version`, `environment`." in form["view"]["blocks"][0]["text"]["text"]
