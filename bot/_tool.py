@@ -212,7 +212,7 @@ async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, 
 def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:
     try:
         signature = inspect.signature(handler)
-        hints = get_type_hints(handler)
+        hints = get_type_hints(handler, include_extras=True)
     except (TypeError, ValueError, NameError) as exc:
         raise UsageError(f"Cannot read the signature of tool `{name}`: {exc}") from exc
     fields: dict[str, Any] = {}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
 
 from bot import CallContext, Tool, UsageError, current_call, suspend
+from bot._tool import ArgumentsError
 from state import Store
 
 from .conftest import events_of, make_agent, script
@@ -105,3 +107,27 @@ async def test_pure_tools_run_on_the_event_loop(store: Store) -> None:
     agent = make_agent(store, script({"name": "note", "arguments": {}}), [Tool(note, pure=True)])
     await agent(prompt="x").collect()
     assert threads == [threading.current_thread()]
+
+
+def _scale(
+    service: Annotated[str, Field(pattern=r"^[a-z]+$")],
+    replicas: Annotated[int, Field(ge=1, le=10)] = 1,
+) -> str:
+    """Scale a service."""
+    return f"{service} x{replicas}"
+
+
+def test_annotated_constraints_reach_the_schema_and_the_check() -> None:
+    """`Annotated[str, Field(pattern=...)]` constrains the tool: in the schema the model and the
+    command form see, and when the model's arguments are checked (the extras were once dropped)."""
+    tool = Tool(_scale)
+    properties = tool.parameters["properties"]
+    assert properties["service"]["pattern"] == "^[a-z]+$"
+    assert (properties["replicas"]["minimum"], properties["replicas"]["maximum"]) == (1, 10)
+    assert tool.parse_arguments('{"service": "api", "replicas": 3}') == {
+        "service": "api",
+        "replicas": 3,
+    }
+    for bad in ('{"service": "API; rm -rf /"}', '{"service": "api", "replicas": 99}'):
+        with pytest.raises(ArgumentsError):
+            tool.parse_arguments(bad)
