@@ -21,7 +21,7 @@ __all__ = [
 
 def message_events(workspace: Workspace, message: Message) -> list[dict[str, Any]]:
     """The events for a person's message to an app subscribed to `app_mention`,
-    `message.channels` and `message.im`."""
+    `message.channels`, `message.im` and `message.mpim`."""
     chan = workspace.channels[message.channel]
     base: dict[str, Any] = {
         "user": message.user,
@@ -35,7 +35,7 @@ def message_events(workspace: Workspace, message: Message) -> list[dict[str, Any
     events = []
     if not chan.is_im and f"<@{workspace.bot_user_id}>" in message.text:
         events.append({"type": "app_mention", **base})
-    channel_type = "im" if chan.is_im else "channel"
+    channel_type = "im" if chan.is_im else "mpim" if chan.is_mpim else "channel"
     events.append({"type": "message", "channel_type": channel_type, **base})
     return events
 

@@ -140,12 +140,14 @@ class User:
 
 @dataclass(kw_only=True)
 class Channel:
-    """A channel, or a person's direct-message channel with the bot (`is_im`)."""
+    """A channel, a person's direct-message channel with the bot (`is_im`), or a group DM of
+    several people and the bot (`is_mpim`)."""
 
     id: str
     name: str
     is_im: bool = False
     im_user: str | None = None
+    is_mpim: bool = False
 
 
 class Workspace(ChangeFeed):
@@ -216,6 +218,11 @@ class Workspace(ChangeFeed):
 
     def add_channel(self, channel_id: str, name: str) -> None:
         self.channels[channel_id] = Channel(id=channel_id, name=name)
+
+    def add_group_dm(self, channel_id: str, members: Iterable[str]) -> None:
+        """A group DM (`mpim`) of `members` and the bot; Slack names it after its members."""
+        name = "mpdm-" + "--".join(self.users[m].name for m in members)
+        self.channels[channel_id] = Channel(id=channel_id, name=name, is_mpim=True)
 
     def dm_channel(self, user: str) -> str:
         """The direct-message channel between `user` and the bot (created on first use)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from blocks import ACTION_APPROVE
 from bot import Agent
 from bot.testing import FunctionModel
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL, BotFactory
+from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory
 
 
 def _model_calls() -> int:
@@ -172,3 +173,34 @@ async def test_no_dm_note_in_a_channel(make_bot: BotFactory) -> None:
     async with make_bot(agents.approval_agent) as h:
         asked = await h.mention(ALICE, "deploy api to prod")
         assert [bool(m.blocks) for m in h.bot_replies(asked.ts)] == [True]
+
+
+async def test_a_group_dm_works_as_a_channel_does(make_bot: BotFactory) -> None:
+    """In a group DM (`message.mpim`), as in a channel: a mention starts a conversation, a reply
+    in its thread continues it, chatter outside the bot's threads is ignored, and an approval
+    there is answered by someone else in the group."""
+    async with make_bot(agents.memory_agent) as h:
+        h.slack.add_group_dm("G0TRIO", [ALICE, BOB, CAROL])
+        asked = await h.slack.post_user_message(ALICE, "G0TRIO", "hello group")
+        await h.bot.drain()
+        [answer] = h.slack.bot_messages(channel="G0TRIO")
+        assert (answer.thread_ts, answer.text) == (asked.ts, "I have heard: hello group")
+        await h.slack.post_user_message(BOB, "G0TRIO", "and me", thread_ts=asked.ts, mention=False)
+        await h.slack.post_user_message(CAROL, "G0TRIO", "lunch?", mention=False)
+        await h.bot.drain()
+        texts = [m.text for m in h.slack.bot_messages(channel="G0TRIO")]
+        assert texts == ["I have heard: hello group", "I have heard: hello group | and me"]
+
+
+async def test_an_approval_in_a_group_dm(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        h.slack.add_group_dm("G0TRIO", [ALICE, BOB, CAROL])
+        asked = await h.slack.post_user_message(ALICE, "G0TRIO", "deploy")
+        await h.bot.drain()
+        [card] = [m for m in h.slack.bot_messages(channel="G0TRIO") if m.blocks]
+        assert await h.click(ALICE, card.ts, ACTION_APPROVE) == 200
+        assert agents.DEPLOYS == []
+        assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert h.texts(asked.ts)[-1].startswith("Tool said:")
+        agents.DEPLOYS.clear()
