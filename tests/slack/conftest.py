@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +15,8 @@ from bot import Agent
 from bot.playground._slack import LocalSlack, Message
 from bot.slack import SlackBot, load_settings
 from state import Store, open_store
+
+from . import agents
 
 CHANNEL = "C0GENERAL"
 ALICE = "U0ALICE"
@@ -90,6 +92,15 @@ class Harness:
 
 
 BotFactory = Callable[..., AbstractAsyncContextManager[Harness]]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deploys() -> Iterator[None]:
+    """Every test starts and ends with an empty log of what the pretend `deploy` tool did
+    (`agents.DEPLOYS` is one list for the whole session)."""
+    agents.DEPLOYS.clear()
+    yield
+    agents.DEPLOYS.clear()
 
 
 @pytest.fixture

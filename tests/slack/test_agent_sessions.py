@@ -36,7 +36,6 @@ AGENT_METHODS = {
 @pytest.fixture(autouse=True)
 def _declared_as_agent(slack: LocalSlack) -> None:
     slack.agent_refusal = None
-    agents.DEPLOYS.clear()
 
 
 def _calls(slack: LocalSlack, since: int = 0) -> list[ApiCall]:

@@ -40,7 +40,6 @@ class FlakyStore:
 async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
     store_url: str,
 ) -> None:
-    DEPLOYS.clear()
     async with LocalSlack() as slack, open_store(store_url) as real:
         store = FlakyStore(real, lambda run: run.status == "success")
         settings = load_settings(

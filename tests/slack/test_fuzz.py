@@ -234,10 +234,8 @@ def _set(payload: Any, path: tuple[Any, ...], value: Any) -> Any:
 
 @pytest.fixture
 def target(store_url: str) -> Iterator[Target]:
-    agents.DEPLOYS.clear()
     with Target(store_url) as running:
         yield running
-    agents.DEPLOYS.clear()
 
 
 def _check(target: Target, status: int) -> None:

@@ -11,7 +11,6 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,13 +28,6 @@ from .conftest import ALICE, BOB, CHANNEL, BotFactory, Clock, Harness
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 OTHER_CHANNEL = "C0DEPLOYS"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_deploys() -> Iterator[None]:
-    agents.DEPLOYS.clear()
-    yield
-    agents.DEPLOYS.clear()
 
 
 def _form(payload: Any) -> str:

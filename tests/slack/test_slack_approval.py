@@ -13,11 +13,6 @@ from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
 
-@pytest.fixture(autouse=True)
-def _fresh_deploys() -> None:
-    agents.DEPLOYS.clear()
-
-
 async def test_approve_by_allowed_user_resumes_and_answers_in_thread(make_bot: BotFactory) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
         asked = await h.mention(ALICE, "deploy api to prod")

@@ -193,7 +193,6 @@ async def test_a_group_dm_works_as_a_channel_does(make_bot: BotFactory) -> None:
 
 
 async def test_an_approval_in_a_group_dm(make_bot: BotFactory) -> None:
-    agents.DEPLOYS.clear()  # shared with other tests of the session
     async with make_bot(agents.approval_agent) as h:
         h.slack.add_group_dm("G0TRIO", [ALICE, BOB, CAROL])
         asked = await h.slack.post_user_message(ALICE, "G0TRIO", "deploy")

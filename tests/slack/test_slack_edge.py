@@ -56,11 +56,6 @@ def assert_no_leaks(slack: LocalSlack) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_deploys() -> None:
-    agents.DEPLOYS.clear()
-
-
-@pytest.fixture(autouse=True)
 def _nothing_leaks(slack: LocalSlack) -> Iterator[None]:
     yield
     assert_no_leaks(slack)

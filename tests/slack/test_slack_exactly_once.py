@@ -6,17 +6,10 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
-
 from blocks import ACTION_APPROVE, ACTION_SELECT
 
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
-
-
-@pytest.fixture(autouse=True)
-def _fresh_deploys() -> None:
-    agents.DEPLOYS.clear()
 
 
 async def _unchanged(h: Harness, card_ts: str, interaction_id: str) -> None:

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from blocks import ACTION_APPROVE
 from bot.playground._slack import Message
 from state import AuditEntry
 
 from . import agents
 from .conftest import ALICE, BOB, DAVE, BotFactory, Harness
-
-
-@pytest.fixture(autouse=True)
-def _fresh_deploys() -> None:
-    agents.DEPLOYS.clear()
 
 
 async def test_sweeper_expires_card_and_cancels_run(make_bot: BotFactory) -> None:

@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
-import pytest
 import redis.asyncio as aioredis
 
 from blocks import ACTION_APPROVE, ACTION_CONFIRM
@@ -135,11 +134,6 @@ async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -
             assert await trips.store.get_thread_run(CHANNEL, asked.ts) is not None
         print(f"\nRedis round trips of one answered click ({agent.name}): {dict(counted)}")
         return counted
-
-
-@pytest.fixture(autouse=True)
-def _fresh_deploys() -> None:
-    agents.DEPLOYS.clear()
 
 
 async def test_an_answered_question_costs_at_most_six_round_trips(

@@ -16,7 +16,6 @@ from .conftest import ALICE, BOB, CHANNEL
 async def test_mention_card_click_and_modal_errors_over_socket_mode(
     slack: LocalSlack, store_url: str
 ) -> None:
-    agents.DEPLOYS.clear()
     settings = load_settings(
         slack_bot_token=slack.bot_token,
         slack_app_token=slack.app_token,
