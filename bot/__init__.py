@@ -1,5 +1,7 @@
 """handback's agent runtime: agents whose tools pause with `suspend()` and resume later."""
 
+from state import Approval, ApprovalRuleError
+
 from ._agent import Agent, AgentRun
 from ._errors import (
     ApprovalPolicyError,
@@ -18,7 +20,9 @@ from ._tool import Tool
 __all__ = [
     "Agent",
     "AgentRun",
+    "Approval",
     "ApprovalPolicyError",
+    "ApprovalRuleError",
     "CallContext",
     "Cancel",
     "HandbackError",

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import NestedRun, PendingCall, PendingInteraction, RunRecord
+from state import RULE_KEY, Approval, NestedRun, PendingCall, PendingInteraction, RunRecord
 
 from ._journal import INTERRUPTED_BY_CRASH, Journal
 from ._redact import redact, redact_schema
@@ -130,7 +130,7 @@ class Step:
         except ArgumentsError as exc:
             self._resolve(outcome, f"Error: invalid arguments for tool `{tool.name}`: {exc}")
             return None
-        gated = await tool.needs_approval(arguments)
+        rule = await tool.approval_for(arguments)
         run = self.run
         scope = HandlerScope(
             path=f"{self.agent_name}.{tool.name}",
@@ -143,12 +143,12 @@ class Step:
             nested=run.nested.get(call.tool_call_id),
         )
         ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
-        if gated and not self._approved(ready):
+        if rule is not None and not self._approved(ready, rule):
             outcome.used_answers = scope.used
             return None
         return ready
 
-    def _approved(self, ready: _Ready) -> bool:
+    def _approved(self, ready: _Ready, rule: Approval) -> bool:
         """The approval gate: a `suspend()` made before any handler code runs."""
         outcome, tool = ready.outcome, ready.tool
         payload = {
@@ -157,8 +157,13 @@ class Step:
             "arguments": redact(to_jsonable_python(ready.arguments, fallback=str), tool.redact),
             "tool_call_id": outcome.call.tool_call_id,
         }
-        # For clients that build a form from the approval; left out of the id (see `suspend`).
-        shown = {"arguments_schema": redact_schema(tool.parameters, tool.redact)}
+        # For clients that build a form from the approval, and the rule people answer under;
+        # left out of the id (see `suspend`): a rule changed by a deploy must not orphan a
+        # paused request.
+        shown = {
+            "arguments_schema": redact_schema(tool.parameters, tool.redact),
+            RULE_KEY: rule.to_json(),
+        }
         try:
             decision = ready.scope.suspend(payload, "approval", APPROVAL_SCHEMA, unhashed=shown)
         except Suspended as pause:

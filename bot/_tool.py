@@ -16,11 +16,16 @@ from typing import Any, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from state import Approval
+
 from ._errors import ApprovalPolicyError, UsageError
 
 __all__ = ["ApprovalRule", "Tool", "as_tool", "mark_pure"]
 
-ApprovalRule = bool | Callable[..., bool | Awaitable[bool]]
+ApprovalRule = (
+    bool | Approval | Callable[..., bool | Approval | Awaitable[bool] | Awaitable[Approval]]
+)
+"""`True` is `Approval()`; a callable over the tool's arguments decides per call."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _PURE = "__handback_pure__"
@@ -78,10 +83,10 @@ class Tool:
                 f"Tool name {self.name!r} must be 1-64 ASCII letters, digits, `_` or `-`"
             )
         self.description = description or inspect.getdoc(handler) or ""
-        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        if not isinstance(requires_approval, bool | Approval) and not callable(requires_approval):
             raise UsageError(
-                f"Tool `{self.name}`: requires_approval must be a bool or a callable over the "
-                f"tool's arguments, got {requires_approval!r}"
+                f"Tool `{self.name}`: requires_approval must be a bool, an Approval or a "
+                f"callable over the tool's arguments, got {requires_approval!r}"
             )
         self.requires_approval = requires_approval
         self.is_async = inspect.iscoroutinefunction(handler)
@@ -147,18 +152,19 @@ class Tool:
             raise ArgumentsError(problems) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def needs_approval(self, arguments: dict[str, Any]) -> bool:
-        """Whether this call must be approved; a policy that does not say so plainly fails.
+    async def approval_for(self, arguments: dict[str, Any]) -> Approval | None:
+        """The rule this call must be approved under; None when it needs no approval. A policy
+        that does not say so plainly fails.
 
         A sync policy is called on the event loop, not in a worker thread: policies are cheap
         checks of the arguments, and one that blocks is a bug in the policy. A policy answers
-        with a real `bool` (an `async def` policy is awaited). Anything else,
+        with a real `bool` or an `Approval` (an `async def` policy is awaited). Anything else,
         `None` from a forgotten `return`, `[]`, `"no"`, `1`, or an exception, raises
         `ApprovalPolicyError`: reading it as truthy or falsy could run the tool unapproved.
         """
         rule = self.requires_approval
-        if isinstance(rule, bool):
-            return rule
+        if isinstance(rule, bool | Approval):
+            return _as_rule(rule)
         try:
             decision: object = rule(**arguments)
             if inspect.isawaitable(decision):
@@ -168,13 +174,19 @@ class Tool:
                 f"The approval policy of tool `{self.name}` raised {type(exc).__name__}: {exc}",
                 tool=self.name,
             ) from exc
-        if not isinstance(decision, bool):
+        if not isinstance(decision, bool | Approval):
             raise ApprovalPolicyError(
-                f"The approval policy of tool `{self.name}` must return True or False, "
-                f"got {decision!r}",
+                f"The approval policy of tool `{self.name}` must return True, False or an "
+                f"Approval, got {decision!r}",
                 tool=self.name,
             )
+        return _as_rule(decision)
+
+
+def _as_rule(decision: bool | Approval) -> Approval | None:
+    if isinstance(decision, Approval):
         return decision
+    return Approval() if decision else None
 
 
 async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, name: str) -> Any:

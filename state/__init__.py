@@ -2,7 +2,9 @@
 audit log (Redis or SQLite)."""
 
 from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
+from ._approval import RULE_KEY, Approval, GrantScope, approval_of
 from ._errors import (
+    ApprovalRuleError,
     CorruptRecordError,
     HandbackError,
     StoreClosedError,
@@ -35,14 +37,18 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "RULE_KEY",
     "THREAD_LEASE_TTL",
     "AnswerClaim",
     "AnswerSchemaError",
+    "Approval",
+    "ApprovalRuleError",
     "AuditAction",
     "AuditEntry",
     "AuditLog",
     "ConversationStore",
     "CorruptRecordError",
+    "GrantScope",
     "HandbackError",
     "Inbox",
     "InteractionClaim",
@@ -67,6 +73,7 @@ __all__ = [
     "ThreadStop",
     "TurnClaim",
     "WorkItem",
+    "approval_of",
     "check_schema",
     "check_store",
     "missing_sqlite_file",

@@ -9,12 +9,14 @@ HandbackError                       root of every error handback raises on purpo
     ├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
     ├── StoreClosedError            a store used after `aclose()` (developer mistake)
     └── CorruptRecordError          a stored value that does not read back as its record
+└── ApprovalRuleError (ValueError)  an `Approval` rule that can never work (developer mistake)
 ```
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalRuleError",
     "CorruptRecordError",
     "HandbackError",
     "StoreClosedError",
@@ -48,3 +50,7 @@ class CorruptRecordError(StoreError):
         super().__init__(f"stored {kind} at `{key}` is corrupt: {reason}")
         self.key = key
         self.kind = kind
+
+
+class ApprovalRuleError(HandbackError, ValueError):
+    """An `Approval` was built with values that can never work; the message says which."""

@@ -8,7 +8,7 @@ created.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,7 +16,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from state import StoreError, check_store, missing_sqlite_file, open_store
+from state import Approval, StoreError, check_store, missing_sqlite_file, open_store
 
 from .. import Agent
 from .._model import OpenAIModel
@@ -242,21 +242,29 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str]]:
         rule = tool.requires_approval
         if rule is False:
             continue
-        allowed = settings.handback_tool_approvers.get(tool.name, settings.handback_approvers)
-        source = (
-            "HANDBACK_TOOL_APPROVERS"
-            if tool.name in settings.handback_tool_approvers
-            else "HANDBACK_APPROVERS"
-        )
+        fixed = rule if isinstance(rule, Approval) else Approval() if rule is True else None
+        if fixed is not None and fixed.approvers:
+            allowed: Sequence[str] = fixed.approvers
+            source = "the tool's Approval"
+        elif tool.name in settings.handback_tool_approvers:
+            allowed = settings.handback_tool_approvers[tool.name]
+            source = "HANDBACK_TOOL_APPROVERS"
+        else:
+            allowed, source = settings.handback_approvers, "HANDBACK_APPROVERS"
         who = (
             f"{', '.join(allowed)} (from {source})"
             if allowed
             else "anyone in the channel (HANDBACK_APPROVERS is empty)"
         )
-        when = "every call" if rule is True else "calls its policy picks"
+        if fixed is None:
+            when = "calls its policy picks (the policy may name other approvers per call)"
+        else:
+            when = "every call"
+            if fixed.count > 1:
+                when += f", by {fixed.count} distinct approvers"
         self_rule = (
             "the requester may approve their own request"
-            if settings.handback_allow_self_approval
+            if settings.handback_allow_self_approval and (fixed is None or fixed.count == 1)
             else "never the requester"
         )
         found.append(

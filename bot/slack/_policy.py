@@ -1,7 +1,8 @@
 """Who may answer which interaction: approver lists, user groups, per-tool rules, self-approval.
 
 Questions are open to anyone in the channel unless `HANDBACK_ANSWERERS` narrows them; approvals
-follow `HANDBACK_APPROVERS`, or the tool's own list in `HANDBACK_TOOL_APPROVERS`. An empty list
+follow the list the tool's `Approval` names, else the tool's own list in
+`HANDBACK_TOOL_APPROVERS`, else `HANDBACK_APPROVERS`. An empty list
 means anyone in the channel, except that the person who asked may not approve their own request
 (they may always deny it: withdrawing a request is never a risk). A user group that cannot be
 read grants nothing, and the person is told why.
@@ -12,7 +13,7 @@ of its questions or denied one of its approvals (a plain Approve steers nothing 
 count). Otherwise an approver could answer someone else's question with "please
 deploy" and then approve the deploy alone. `HANDBACK_ALLOW_SELF_APPROVAL` relaxes the rule only
 for the person whose message started the run that asks (`requester`), which is what the setting
-says; the others are refused whatever it says.
+says, and never for a rule that needs several approvers; the others are refused whatever it says.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from state import InteractionRecord
+from state import CorruptRecordError, InteractionRecord, approval_of
 
 from .._errors import HandbackError
 
@@ -95,13 +96,35 @@ class AnswerPolicy:
             )
         return None
 
+    def approvers_of(self, record: InteractionRecord) -> tuple[str, ...]:
+        """Who may approve `record` (empty: anyone): the rule's list when it names one, else
+        the tool's list from the environment, else `approvers`. Raises `CorruptRecordError`
+        for a rule that does not read back."""
+        rule = approval_of(record)
+        if rule is not None and rule.approvers:
+            return rule.approvers
+        tool = str(record.payload.get("tool", ""))
+        return self.tool_approvers.get(tool, self.approvers)
+
     async def _approval_refusal(
         self, record: InteractionRecord, user: str, members: GroupMembers, *, denying: bool
     ) -> str | None:
         tool = str(record.payload.get("tool", ""))
+        try:
+            rule = approval_of(record)
+            allowed = self.approvers_of(record)
+        except CorruptRecordError as error:
+            log.error("refusing an answer to %s: %s", record.interaction_id, error)
+            return "This request's approval rule cannot be read, so nobody can approve it."
+        several = rule is not None and rule.count > 1
         if record.requester is not None and record.requester == user:
             if denying:
                 return None
+            if several:
+                return (
+                    "You asked for this, and it needs approvers other than whoever asked, "
+                    "so someone else has to approve it."
+                )
             if not self.allow_self_approval:
                 return "You asked for this, so someone else has to approve it."
         elif user in record.requesters:
@@ -113,7 +136,6 @@ class AnswerPolicy:
             )
         # The list applies to the requester too: `allow_self_approval` only relaxes "not the
         # requester", it never lets someone who is not an approver approve anything.
-        allowed = self.tool_approvers.get(tool, self.approvers)
         if allowed and not await _is_member(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."
         return None

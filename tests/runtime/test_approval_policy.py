@@ -137,5 +137,5 @@ def test_requires_approval_of_the_wrong_type_is_refused_at_definition(rule: Any)
     def scale(replicas: int) -> str:
         return "scaled"
 
-    with pytest.raises(UsageError, match="requires_approval must be a bool or a callable"):
+    with pytest.raises(UsageError, match="must be a bool, an Approval or a callable"):
         Tool(scale, requires_approval=rule)
