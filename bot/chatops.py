@@ -4,7 +4,9 @@ Nothing here touches a real system, so it is safe to run anywhere. `handback run
 argument serves `bot.chatops:agent`. The tool and argument names are stable (the playground's
 offline demo model scripts them):
 
-- `deploy(service, version, environment)`: needs an approval before any of it runs.
+- `deploy(service, version, environment)`: needs an approval before any of it runs
+  (`deploy_approval`): two distinct approvers for prod, with a reminder and an escalation to dave;
+  one elsewhere, who may grant the rest of the thread. Approvers may edit the arguments.
 - `restart(service, environment)`: asks `confirm` first.
 - `fleet_status(environment=None)`: what runs where.
 - `ask_user(question, options=None)`, `ask_user_multi(question, options)`, `confirm(action)`.
@@ -19,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import Agent, Tool
+from . import Agent, Approval, Tool
 from .tools import ask_user, ask_user_multi, confirm
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "Service",
     "agent",
     "deploy",
+    "deploy_approval",
     "fleet",
     "fleet_status",
     "restart",
@@ -72,6 +75,20 @@ def deploy(service: Service, version: str, environment: Environment) -> str:
     return f"Deployed {service} {version} to {environment} (was {previous})."
 
 
+PROD_APPROVAL = Approval(
+    count=2, editable=True, remind_after=300, escalate_to=["U0DAVE"], escalate_after=300
+)
+"""prod: two-person rule; if nobody answers, the approvers are reminded after five minutes and
+dave (the playground's fourth person) may approve five minutes later."""
+OTHER_APPROVAL = Approval(editable=True, grants=("thread",), grant_ttl=3600)
+"""dev and staging: one approver, who may grant the thread for an hour."""
+
+
+def deploy_approval(service: Service, version: str, environment: Environment) -> Approval:
+    """The rule a deploy is approved under: stricter for prod."""
+    return PROD_APPROVAL if environment == "prod" else OTHER_APPROVAL
+
+
 def restart(service: Service, environment: Environment) -> str:
     """Restart `service` in `environment` after the user confirms."""
     if not confirm(f"Restart {service} in {environment}?"):
@@ -96,7 +113,7 @@ agent = Agent(
     model=os.environ.get("HANDBACK_MODEL", "openai/gpt-4o-mini"),
     system_prompt=SYSTEM_PROMPT,
     tools=[
-        Tool(deploy, requires_approval=True, command="/deploy"),
+        Tool(deploy, requires_approval=deploy_approval, command="/deploy"),
         restart,
         fleet_status,
         ask_user,

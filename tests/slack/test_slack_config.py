@@ -224,7 +224,7 @@ def test_chatops_agent_tools_are_stable() -> None:
     assert sorted(tools) == sorted(
         ["deploy", "restart", "fleet_status", "ask_user", "ask_user_multi", "confirm"]
     )
-    assert tools["deploy"].requires_approval is True
+    assert tools["deploy"].requires_approval is chatops.deploy_approval
     assert set(tools["deploy"].parameters["properties"]) == {"service", "version", "environment"}
     assert set(tools["restart"].parameters["properties"]) == {"service", "environment"}
     assert set(tools["fleet_status"].parameters["properties"]) == {"environment"}
