@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
@@ -41,7 +41,7 @@ class Approval:
     the channel), never the requester.
     """
 
-    approvers: tuple[str, ...] = ()
+    approvers: Sequence[str] = ()
     """Users (U…/W…) and user groups (S…) who may approve; empty: the environment's list.
     Named here, they win over the environment."""
     count: int = 1
@@ -49,21 +49,21 @@ class Approval:
     shaped the turn, whatever `HANDBACK_ALLOW_SELF_APPROVAL` says."""
     editable: bool = False
     """Approvers may edit the arguments before approving."""
-    grants: tuple[GrantScope, ...] = ()
+    grants: Sequence[GrantScope] = ()
     """Standing grants an approver may give: later calls in that thread or channel run
     without a card while the grant lasts. Never with `count` above 1."""
     grant_ttl: float = 3600.0
     """Seconds a grant lasts."""
     remind_after: float | None = None
     """Seconds after which the approvers are reminded, once; None: never."""
-    escalate_to: tuple[str, ...] = ()
+    escalate_to: Sequence[str] = ()
     """Who is added to the approvers (and told) when the reminder goes unanswered."""
     escalate_after: float | None = None
     """Seconds after the reminder before escalating; None: `remind_after`."""
 
     def __post_init__(self) -> None:
-        # Lists are welcome in code; the value keeps tuples so that it stays hashable and equal
-        # to what `approval_of` reads back.
+        # Lists are welcome in code (hence `Sequence`); the value keeps tuples, so that it stays
+        # hashable and equal to what `approval_of` reads back.
         for name in ("approvers", "grants", "escalate_to"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, Iterable):

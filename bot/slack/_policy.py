@@ -102,7 +102,7 @@ class AnswerPolicy:
         for a rule that does not read back."""
         rule = approval_of(record)
         if rule is not None and rule.approvers:
-            return rule.approvers
+            return tuple(rule.approvers)
         tool = str(record.payload.get("tool", ""))
         return self.tool_approvers.get(tool, self.approvers)
 
