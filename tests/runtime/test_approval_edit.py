@@ -10,7 +10,7 @@ import pytest
 from bot import Approval, Tool
 from state import Store, schema_errors
 
-from .conftest import events_of, make_agent, script
+from .conftest import Crash, events_of, make_agent, script
 
 RAN: list[dict[str, Any]] = []
 
@@ -127,3 +127,32 @@ async def test_a_denial_ignores_any_arguments(store: Store) -> None:
     answer = {"approved": False, "reason": "freeze", "arguments": {"version": "9"}}
     assert await _answered(store, tool, DEPLOY, answer) == "done: Denied: freeze"
     assert RAN == []
+
+
+async def test_a_retried_resume_runs_the_same_edit_under_the_same_interaction(
+    store: Store,
+) -> None:
+    """The interaction id comes from the model's call, not the edit (else the resume would not
+    find its answer and would ask again), and a retry of the resume (same run id, same stored
+    answer) runs the tool with the same edited arguments."""
+    crashes = [1]
+
+    def flaky(service: str, version: str) -> str:
+        RAN.append({"service": service, "version": version})
+        if crashes:
+            crashes.pop()
+            raise Crash
+        return f"deployed {service} {version}"
+
+    tool = Tool(flaky, name="deploy", requires_approval=EDITABLE, idempotent=True)
+    agent = make_agent(store, script(DEPLOY), [tool])
+    (pending,), out, _ = await events_of(agent(prompt="go"))
+    answer = {"approved": True, "arguments": {"version": "2.4"}}
+    resume = {pending.interaction_id: answer}
+    with pytest.raises(Crash):
+        await agent(parent_id=out.run_id, resume=resume, run_id="resume-1").collect()
+    result = await agent(parent_id=out.run_id, resume=resume, run_id="resume-1").collect()
+    assert RAN == [{"service": "api", "version": "2.4"}] * 2
+    assert result.output == (
+        "done: The approver changed the arguments: version '2.3' -> '2.4'.\ndeployed api 2.4"
+    )
