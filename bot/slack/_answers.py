@@ -27,10 +27,13 @@ from state import (
     StoreError,
     ThreadLease,
     TurnClaim,
+    approval_of,
 )
 
 from .. import Cancel, _logging, _metrics
-from .._redact import redact
+from .._errors import ApprovalPolicyError
+from .._redact import redact, redact_schema
+from .._tool import ArgumentsError
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
@@ -261,6 +264,10 @@ class Answers:
                 denying=submission.callback_id == blocks.CALLBACK_DENY_MODAL,
             )
             answer = blocks.answer_from_submission(record, submission)
+            if submission.callback_id == blocks.CALLBACK_EDIT_MODAL:
+                problem = await self._edit_problem(record, answer)
+                if problem is not None:
+                    return self._inline(problem, first_input)
         except Refusal as error:
             await self.store.audit(
                 AuditEntry(
@@ -278,6 +285,36 @@ class Answers:
                 return SubmissionCheck(errors=error.errors)
             return self._inline(str(error), first_input)
         return SubmissionCheck(record=record, answer=answer)
+
+    async def _edit_problem(self, record: InteractionRecord, answer: Any) -> str | None:
+        """Why the runtime would not run an edit: with the edited arguments the tool's policy
+        asks for another rule than the request was made under (say, two approvers for prod
+        where one approved staging). Told inline, before anything is claimed, so the approver
+        denies and asks again instead; None when the edit may go on, or when it cannot be
+        told here (an argument is hidden, or this agent's tool is not the one that asked): the
+        gate checks it again in any case and fails closed."""
+        name = str(record.payload.get("tool", ""))
+        tool = self.conversations.agent.tools.get(name)
+        shown = record.payload.get("arguments")
+        if (
+            tool is None
+            or not isinstance(shown, dict)
+            or blocks.locked_arguments(record)
+            or redact_schema(tool.parameters, tool.redact) != record.payload.get("arguments_schema")
+        ):
+            return None
+        try:
+            arguments = tool.parse_arguments(json.dumps({**shown, **answer["arguments"]}))
+            needed = await tool.approval_for(arguments)
+            asked = approval_of(record)
+        except (ArgumentsError, ApprovalPolicyError, CorruptRecordError):
+            return None
+        if needed is None or needed == asked:
+            return None
+        return (
+            f"With these arguments `{name}` needs a different approval than this request was "
+            "made under. Deny it and ask again instead."
+        )
 
     @staticmethod
     def _inline(message: str, block_id: str | None) -> SubmissionCheck:

@@ -211,3 +211,63 @@ async def test_no_edit_unless_the_rule_allows_it(make_bot: BotFactory) -> None:
         assert "cannot be edited" in h.ephemerals(BOB)[-1]
         stored = await _interaction(h, h.interaction_id(card))
         assert stored.status == "pending"
+
+
+def _by_environment(
+    service: str, version: str, environment: str = "staging", token: str = ""
+) -> Approval:
+    """Two approvers for prod, one elsewhere: an edit must not move a call between them."""
+    return Approval(count=2, editable=True) if environment == "prod" else Approval(editable=True)
+
+
+async def test_an_edit_that_needs_another_rule_is_refused_inline(make_bot: BotFactory) -> None:
+    async with make_bot(_agent(_by_environment)) as h:
+        asked = await h.mention(ALICE, "deploy api 2.3")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_EDIT)
+        [view] = list(h.slack.views.values())
+        # The token is hidden, so the policy cannot be asked here: the gate refuses it.
+        response = await h.slack.submit_view(BOB, view.id, _values(view, Environment="prod"))
+        assert response.status == 200 and not response.body.strip()
+        await h.bot.drain()
+        assert RAN == []
+        assert "needs a different approval" in SEEN[-1] and "did not run" in SEEN[-1]
+
+
+def _open_respond(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    last = messages[-1]
+    if last["role"] == "tool":
+        SEEN.append(str(last["content"]))
+        return f"Tool said: {last['content']}"
+    return [{"name": "deploy", "arguments": {"service": "api", "version": "2.3"}}]
+
+
+async def test_a_rule_change_is_told_inline_when_every_argument_is_shown(
+    make_bot: BotFactory,
+) -> None:
+    def release(
+        service: Literal["api", "web"],
+        version: str,
+        environment: Literal["staging", "prod"] = "staging",
+    ) -> str:
+        return deploy(service, version, environment)
+
+    tool = Tool(release, name="deploy", requires_approval=_by_environment)
+    agent = Agent(name="editor", model=FunctionModel(_open_respond), tools=[tool])
+    async with make_bot(agent) as h:
+        asked = await h.mention(ALICE, "deploy api 2.3")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_EDIT)
+        [view] = list(h.slack.views.values())
+        response = await h.slack.submit_view(BOB, view.id, _values(view, Environment="prod"))
+        body = response.json()
+        assert body["response_action"] == "errors"
+        assert "needs a different approval" in next(iter(body["errors"].values()))
+        await h.bot.drain()
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending" and RAN == []
+
+        response = await h.slack.submit_view(BOB, view.id, _values(view, Version="2.5"))
+        assert response.status == 200 and not response.body.strip()
+        await h.bot.drain()
+        assert [(r["version"], r["environment"]) for r in RAN] == [("2.5", "staging")]
