@@ -26,7 +26,7 @@ from blocks import (
 from bot._redact import REDACTED as RUNTIME_REDACTED
 from state import Approval, InteractionRecord
 
-from ._factory import APPROVAL_SCHEMA, record
+from ._factory import APPROVAL_SCHEMA, TEXTS, options_of, record
 from ._slack import check_message, check_view, click, submit
 
 # What the runtime stores for approvals now: `arguments` is an approver's edit.
@@ -236,3 +236,34 @@ def test_the_closed_card_says_what_the_approver_changed() -> None:
     assert "approved with edits" in card["text"]
     plain = dataclasses.replace(done, answer=True)
     assert "Edited" not in str(render(plain)["blocks"])
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_hostile_arguments_make_a_valid_card_form_and_closed_card(name: str) -> None:
+    text = TEXTS[name]
+    schema = {
+        "type": "object",
+        "properties": {
+            "note": {"type": "string", "title": text or "Note", "description": text},
+            "pick": {"enum": options_of(text, 120)},
+            "count": {"type": "integer", "maximum": 10**40},
+            text[:60] or "blank": {"type": "object"},
+        },
+        "required": ["note"],
+    }
+    arguments = {
+        "note": text,
+        "pick": options_of(text, 120)[7],
+        "count": 3,
+        text[:60] or "blank": {},
+    }
+    rec = _approval(arguments=arguments, schema=schema)
+    check_message(render_card(rec))
+    view = render_edit_modal(rec)
+    assert view is not None
+    check_view(view)
+    answer = {"approved": True, "arguments": {**arguments, "note": text + "!", "count": 4}}
+    done = dataclasses.replace(
+        rec, status="answered", answer=answer, answered_by="U0BOB", answered_at=rec.created_at
+    )
+    check_message(render(done))
