@@ -653,7 +653,7 @@ def _plain_approval(answer: Any) -> bool:
         return (
             answer.get("approved") is True
             and not answer.get("reason")
-            and ("arguments" not in answer)
+            and "arguments" not in answer
         )
     return answer is True
 

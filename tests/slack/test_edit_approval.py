@@ -271,3 +271,40 @@ async def test_a_rule_change_is_told_inline_when_every_argument_is_shown(
         assert response.status == 200 and not response.body.strip()
         await h.bot.drain()
         assert [(r["version"], r["environment"]) for r in RAN] == [("2.5", "staging")]
+
+
+def _two_deploys(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Deploy api, then (after its result) web, in one turn."""
+    results = [m for m in messages if m["role"] == "tool"]
+    if not results:
+        return [{"name": "deploy", "arguments": {"service": "api", "version": "2.3"}}]
+    if len(results) == 1:
+        return [{"name": "deploy", "arguments": {"service": "web", "version": "2.3"}}]
+    return f"Tool said: {results[-1]['content']}"
+
+
+async def test_an_edit_shapes_the_turn_so_its_editor_cannot_approve_the_next_call(
+    make_bot: BotFactory,
+) -> None:
+    """Four eyes: the edited arguments are the approver's words in the conversation, like a
+    denial's reason; the next approval of the same turn needs someone else."""
+    agent = Agent(
+        name="editor",
+        model=FunctionModel(_two_deploys),
+        tools=[Tool(deploy, requires_approval=Approval(editable=True))],
+    )
+    async with make_bot(agent) as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        first = h.card(asked.ts)
+        await h.click(BOB, first.ts, ACTION_EDIT)
+        [view] = list(h.slack.views.values())
+        await h.slack.submit_view(BOB, view.id, _values(view, Version="2.4"))
+        await h.bot.drain()
+        second = h.card(asked.ts)
+        assert second.ts != first.ts and [r["service"] for r in RAN] == ["api"]
+
+        await h.click(BOB, second.ts, ACTION_APPROVE)
+        assert "someone else has to approve it" in h.ephemerals(BOB)[-1]
+        assert [r["service"] for r in RAN] == ["api"]
+        await h.click(CAROL, second.ts, ACTION_APPROVE)
+        assert [(r["service"], r["version"]) for r in RAN] == [("api", "2.4"), ("web", "2.3")]
