@@ -220,7 +220,9 @@ def _by_environment(
     return Approval(count=2, editable=True) if environment == "prod" else Approval(editable=True)
 
 
-async def test_an_edit_that_needs_another_rule_is_refused_inline(make_bot: BotFactory) -> None:
+async def test_an_edit_that_needs_another_rule_fails_closed_in_the_gate(
+    make_bot: BotFactory,
+) -> None:
     async with make_bot(_agent(_by_environment)) as h:
         asked = await h.mention(ALICE, "deploy api 2.3")
         card = h.card(asked.ts)
