@@ -31,6 +31,7 @@ from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
+from ._home import HOME_BLOCK_LIMIT, Decision, GrantLine, grant_blocks, render_home
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -57,6 +58,7 @@ from ._outcome import render, render_answered, render_closed
 from ._payloads import (
     CardAction,
     CardIntent,
+    ClickOrigin,
     CommandOrigin,
     CommandSubmission,
     ModalSubmission,
@@ -84,13 +86,17 @@ __all__ = [
     "CALLBACK_DENY_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
+    "HOME_BLOCK_LIMIT",
     "ActionName",
     "CallbackName",
     "CardAction",
     "CardIntent",
+    "ClickOrigin",
     "CommandError",
     "CommandOrigin",
     "CommandSubmission",
+    "Decision",
+    "GrantLine",
     "InputValue",
     "InvalidAnswer",
     "Message",
@@ -101,6 +107,7 @@ __all__ = [
     "arguments_from_submission",
     "command_usage",
     "escape",
+    "grant_blocks",
     "page_from_action",
     "parse_block_action",
     "parse_command",
@@ -112,6 +119,7 @@ __all__ = [
     "render_card",
     "render_closed",
     "render_command_modal",
+    "render_home",
     "render_modal",
     "resolve_answer",
     "show_hidden",

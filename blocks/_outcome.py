@@ -11,7 +11,7 @@ from ._choices import is_boolean
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, json_code_block, mention, to_display
 
-__all__ = ["render", "render_answered", "render_closed"]
+__all__ = ["approval_outcome", "render", "render_answered", "render_closed"]
 
 _REASON_LIMIT = 1500
 
@@ -31,6 +31,11 @@ def _approval_outcome(answer: Any) -> tuple[str, str | None]:
             to_display(reason) if reason not in (None, "") else None
         )
     return ("Approved" if answer is True else "Denied"), None
+
+
+def approval_outcome(answer: Any) -> tuple[str, str | None]:
+    """`(verb, reason)` of an approval answer, as the card says it ("Approved", "Denied")."""
+    return _approval_outcome(answer)
 
 
 def _answer_text(answer: Any, room: int) -> str:
