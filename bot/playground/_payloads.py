@@ -191,6 +191,10 @@ def home_block_actions(
             "team_id": workspace.team_id,
             "app_id": workspace.api_app_id,
             "bot_id": workspace.bot_id,
+            # Slack sends these empty for a view published without them.
+            "callback_id": "",
+            "private_metadata": "",
+            "external_id": "",
             **view,
             "state": {"values": workspace.selections.get(state_key, {})},
         },
