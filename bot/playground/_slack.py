@@ -323,11 +323,13 @@ class LocalSlack(Workspace):
         value: str | None = None,
         selected: str | list[str] | None = None,
         interaction_id: str | None = None,
+        block_id: str | None = None,
         to: Target | None = None,
     ) -> BotResponse:
         """A person clicks a button (or picks from a select) in their App Home view: the
-        control of the request `interaction_id` (default: the first that has `action_id`)."""
-        prefix = f"hb|{interaction_id}|" if interaction_id else ""
+        control in the block `block_id`, or of the request `interaction_id` (default: the first
+        that has `action_id`)."""
+        prefix = block_id or (f"hb|{interaction_id}|" if interaction_id else "")
         payload = home_block_actions(
             self, user, action_id, value=value, selected=selected, block_prefix=prefix
         )
