@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import (
     BlocksChunk,
     Chunk,
@@ -273,7 +274,12 @@ class WebApi:
             raise _ApiError("invalid_arguments")
         try:
             View(**view).validate_json()
-        except (SlackObjectFormationError, TypeError, ValueError):
+            for block in found:
+                parsed = Block.parse(block)
+                if parsed is None:
+                    raise ValueError(f"not a block: {block!r}")
+                parsed.validate_json()
+        except (SlackObjectFormationError, TypeError, ValueError, KeyError, AttributeError):
             raise _ApiError("invalid_arguments") from None
         self.workspace.home_views[user] = view
         view_id = f"VHOME{user}"

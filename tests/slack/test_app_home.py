@@ -270,3 +270,30 @@ async def test_grants_given_are_listed_from_the_grant_source(make_bot: BotFactor
         view = await _open(h, BOB)
         assert asked == [BOB]
         assert "Standing grants you gave" in str(view) and "`deploy` in <#C0GENERAL>" in str(view)
+
+
+async def test_an_expired_request_leaves_the_views_it_was_in(make_bot: BotFactory) -> None:
+    async with make_bot(
+        agents.approval_agent, HANDBACK_APPROVERS="S0OPS", HANDBACK_INTERACTION_TTL=60
+    ) as h:
+        _, interaction = await _ask(h, ALICE)
+        assert _listed(await _open(h, BOB)) == {interaction}
+        assert await h.store.home_viewers() == [BOB]
+
+        h.clock.advance(61)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        await h.bot.drain()
+
+        assert _listed(h.slack.home_view(BOB)) == set()
+        assert agents.DEPLOYS == []
+
+
+async def test_an_app_home_opened_that_does_not_fit_is_acked_and_ignored(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        event = {"type": "app_home_opened", "user": 42, "tab": "home"}
+        assert (await h.slack.send_event(event)).status == 200
+        await h.bot.drain()
+        assert h.slack.calls_to("views.publish") == []
+        assert await h.store.home_viewers() == []
