@@ -33,7 +33,7 @@ from .. import Cancel, _logging, _metrics
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
-from ._home import NOT_IN_HOME, Home, home_refusal
+from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._worker import Work
 
@@ -224,12 +224,10 @@ class Answers:
 
     async def _check_home(self, record: InteractionRecord, user: str, work: Work | None) -> None:
         """A click in App Home is taken only for a request Home would list for this person
-        (`home_refusal`), on top of the card's checks; a retry of their own claim goes on."""
+        (`Home.refusal`), on top of the card's checks; a retry of their own claim goes on."""
         if _own_earlier_answer(record, user, work):
             return
-        if self.home is None:
-            raise Refusal(NOT_IN_HOME)
-        refusal = await home_refusal(self.policy, record, user, self.members)
+        refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
         if refusal is not None:
             raise Refusal(refusal)
 

@@ -169,6 +169,7 @@ class SlackBot:
             policy=self.policy,
             members=members,
             tasks=self.tasks,
+            agent_name=agent.name,
             clock=clock,
         )
         self.conversations.home_changed = self.home.changed

@@ -44,6 +44,8 @@ _DECIDED: Final = 10
 """Recent answers shown."""
 _VIEWER_SCAN: Final = 500
 """Viewers considered when something changes."""
+_AGENT_CACHE: Final = 10_000
+"""Runs whose agent is remembered (emptied when full: a miss is one store read)."""
 
 
 async def home_refusal(
@@ -75,11 +77,17 @@ class Home:
         policy: AnswerPolicy,
         members: GroupMembers,
         tasks: Background,
+        agent_name: str,
         clock: Callable[[], float] = time.time,
         grants: GrantsOf | None = None,
         viewer_ttl: float = HOME_VIEWER_TTL,
     ) -> None:
         self.store = store
+        self.agent_name = agent_name
+        """Home lists only this agent's requests: another agent sharing the store resumes its
+        own runs, and answers them through its own app."""
+        self._agents: dict[str, str | None] = {}
+        """Run id -> its agent's name (a run never changes agent), so each run is read once."""
         self.chat = chat
         self.policy = policy
         self.members = members
@@ -119,9 +127,28 @@ class Home:
         for record in await self.store.pending_interactions(limit=_PENDING_SCAN):
             if record.expires_at <= now or not record.channel:
                 continue
-            if await home_refusal(self.policy, record, user, self.members) is None:
+            if await self.refusal(record, user) is None:
                 found.append(record)
         return found
+
+    async def refusal(self, record: InteractionRecord, user: str) -> str | None:
+        """Why `record` is not listed in (nor answerable from) `user`'s Home, or None: it must
+        be this agent's, and `home_refusal` must let them."""
+        if await self._agent_of(record.run_id) != self.agent_name:
+            return NOT_IN_HOME
+        return await home_refusal(self.policy, record, user, self.members)
+
+    async def _agent_of(self, run_id: str) -> str | None:
+        if run_id not in self._agents:
+            if len(self._agents) >= _AGENT_CACHE:
+                self._agents.clear()
+            try:
+                run = await self.store.load_run(run_id)
+            except CorruptRecordError:
+                log.warning("cannot read run %s for a Home view", run_id)
+                return None
+            self._agents[run_id] = run.agent_name if run is not None else None
+        return self._agents[run_id]
 
     async def decided_by(self, user: str) -> list[Decision]:
         """`user`'s latest answers (newest first), with their requests while the store has them."""
@@ -153,7 +180,7 @@ class Home:
         published = 0
         for user in await self.store.home_viewers(limit=_VIEWER_SCAN):
             for record in records:
-                if await home_refusal(self.policy, record, user, self.members) is None:
+                if await self.refusal(record, user) is None:
                     published += await self.publish(user)
                     break
         return published

@@ -9,6 +9,7 @@ from typing import Any
 from blocks import ACTION_APPROVE, ACTION_DENY_REASON, GrantLine
 from bot.playground._payloads import home_block_actions
 from bot.slack._home import NOT_IN_HOME
+from state import InteractionRecord, RunRecord
 
 from ..blocks._slack import check_home_view
 from . import agents
@@ -297,3 +298,28 @@ async def test_an_app_home_opened_that_does_not_fit_is_acked_and_ignored(
         await h.bot.drain()
         assert h.slack.calls_to("views.publish") == []
         assert await h.store.home_viewers() == []
+
+
+async def test_another_agents_requests_in_a_shared_store_are_not_listed(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        _, ours = await _ask(h, ALICE)
+        await h.store.save_run(
+            RunRecord(run_id="theirs", parent_id=None, agent_name="another", status="paused")
+        )
+        theirs = InteractionRecord(
+            interaction_id="their-approval",
+            run_id="theirs",
+            kind="approval",
+            payload={"tool": "deploy", "arguments": {}},
+            channel="C0GENERAL",
+            thread_ts="1700000000.000100",
+            message_ts="1700000000.000200",
+            requester=ALICE,
+            created_at=h.clock.now,
+            expires_at=h.clock.now + 600,  # sooner than ours: listed first, were it listed
+        )
+        await h.store.add_interactions([theirs])
+
+        assert _listed(await _open(h, BOB)) == {ours}
