@@ -363,6 +363,11 @@ class Conversations:
             raise
         try:
             async with self._turn(thread, hold) as slot:
+                if turn is not None and claimed is None and child_id is not None:
+                    # Possibly a retry (a claim won just now never is): the stream a dead
+                    # attempt of this child left open is stopped and taken away, or, finished,
+                    # not shown twice. Keyed by the child's own id, so never another's stream.
+                    await turn.take_over()
                 run = self.agent(
                     parent_id=run_id, resume=answers, run_id=child_id, by=by, claimed=claimed
                 )
