@@ -18,7 +18,7 @@ from ._card import controls
 from ._ids import ACTION_MORE, parse_action_id
 from ._outcome import approval_outcome
 from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
-from ._text import cut_mrkdwn, date_token, inline_code, mention
+from ._text import cut_mrkdwn, date_token, inline_code, mention, slack_len
 
 __all__ = ["HOME_BLOCK_LIMIT", "Decision", "GrantLine", "grant_blocks", "render_home"]
 
@@ -27,7 +27,6 @@ HOME_BLOCK_LIMIT: Final = 100
 
 _DECIDED_ROOM: Final = 12
 """Blocks kept for the sections after the waiting requests (headers, lines, notices)."""
-_LINE_LIMIT: Final = 280
 _LINK_LIMIT: Final = 1000
 
 
@@ -104,12 +103,13 @@ def _decision_line(decision: Decision) -> str:
 
 
 def _lines_section(lines: Sequence[str]) -> dict[str, Any]:
+    """Safe mrkdwn lines (each bounded where it is built) in one section, as many as fit."""
     text = ""
     for line in lines:
-        line = cut_mrkdwn(line, _LINE_LIMIT) if len(line) > _LINE_LIMIT else line
-        if len(text) + len(line) + 1 > SECTION_LIMIT:
+        candidate = f"{text}\n{line}" if text else line
+        if slack_len(candidate) > SECTION_LIMIT:
             break
-        text = f"{text}\n{line}" if text else line
+        text = candidate
     return section(text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from blocks import (
 )
 from state import AuditEntry
 
-from ._factory import CREATED, adversarial_records, approval, ask
+from ._factory import CREATED, LONG, PING, WORLD, adversarial_records, approval, ask
 from ._slack import check_home_view
 
 BASE = "https://acme.slack.com/"
@@ -61,9 +62,21 @@ def test_many_waiting_requests_stay_within_slacks_100_blocks() -> None:
     assert "Standing grants you gave" in _texts(view)  # the later sections still fit
 
 
-def test_hostile_payloads_render_safely_in_home() -> None:
-    records = list(adversarial_records("<!channel> <https://evil|click> &amp; `x`").values())
-    view = render_home(waiting=records, decided=[], notice="Refused.")
+@pytest.mark.parametrize("text", [PING, LONG, WORLD])
+def test_hostile_payloads_render_safely_in_home(text: str) -> None:
+    records = list(adversarial_records(text).values())
+    answered = [
+        Decision(
+            entry=AuditEntry(at=CREATED, action="answered", detail=text),
+            record=replace(record, status="answered", answer=True, answered_by="U0BOB"),
+        )
+        for record in records
+    ]
+    gone = [Decision(entry=AuditEntry(at=CREATED, action="answered", detail=text))] * 3
+    grants = [
+        GrantLine(grant_id="g", tool=text, scope="thread", channel="C0OPS", expires_at=CREATED)
+    ] * 30
+    view = render_home(waiting=records, decided=answered + gone, grants=grants, notice="Refused.")
     check_home_view(view)
 
 
