@@ -28,7 +28,7 @@ from ._ids import (
 from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, mention, plain, slack_len
 
-__all__ = ["Message", "render_card"]
+__all__ = ["Message", "controls", "render_card"]
 
 _BUTTON_LIMIT: Final = 75
 _PLACEHOLDER_LIMIT: Final = 150
@@ -206,3 +206,9 @@ def render_card(record: InteractionRecord, *, page: int = 0) -> Message:
     """The card for a pending interaction; `page` picks which hundred options a long list shows."""
     blocks = summary_blocks(record) + _controls(record, page) + _footer(record)
     return {"text": fallback(record), "blocks": blocks}
+
+
+def controls(record: InteractionRecord, page: int = 0) -> list[dict[str, Any]]:
+    """The card's controls alone, for other surfaces that answer the same interaction (App
+    Home): the same block and action ids, so a click there is claimed like one on the card."""
+    return _controls(record, page)

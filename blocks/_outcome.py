@@ -11,7 +11,7 @@ from ._choices import is_boolean
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, json_code_block, mention, to_display
 
-__all__ = ["render", "render_answered", "render_closed"]
+__all__ = ["approval_outcome", "render", "render_answered", "render_closed"]
 
 _REASON_LIMIT = 1500
 _EDITS_SHOWN = 8
@@ -61,6 +61,11 @@ def _edits(record: InteractionRecord) -> list[str]:
         old = inline_code(to_display(was), _EDIT_VALUE_LIMIT) if key in before else "(not set)"
         changes.append(f"{name}: {old} → {inline_code(to_display(value), _EDIT_VALUE_LIMIT)}")
     return changes
+
+
+def approval_outcome(answer: Any) -> tuple[str, str | None]:
+    """`(verb, reason)` of an approval answer, as the card says it ("Approved", "Denied")."""
+    return _approval_outcome(answer)
 
 
 def _answer_text(answer: Any, room: int) -> str:

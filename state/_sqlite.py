@@ -40,6 +40,7 @@ from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLE
 from ._keys import (
     AUDIT_CAP,
     DELIVERY_TTL,
+    HOME_VIEWER_CAP,
     PRUNE_EVERY,
     RUN_TTL,
     STOP_TTL,
@@ -162,6 +163,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE INDEX IF NOT EXISTS deliveries_keep_until ON deliveries (keep_until);
 
+CREATE TABLE IF NOT EXISTS home_viewers (
+    user TEXT PRIMARY KEY,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS home_viewers_keep_until ON home_viewers (keep_until);
+
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     rec TEXT NOT NULL
@@ -178,6 +185,7 @@ _PRUNED = (
     "thread_stops",
     "run_streams",
     "deliveries",
+    "home_viewers",
     "inbox_seen",
 )
 
@@ -271,6 +279,23 @@ SELECT {_IX_COLUMNS} FROM interactions
 WHERE status = 'pending' AND expires_at <= ?
 ORDER BY expires_at, interaction_id
 LIMIT ?
+"""
+
+_PENDING = f"""
+SELECT {_IX_COLUMNS} FROM interactions
+WHERE status = 'pending'
+ORDER BY expires_at, interaction_id
+LIMIT ?
+"""
+
+# The newest `cap` marks stay; a mark is refreshed in place, so the table holds a row per person.
+_HOME_OPENED = """
+INSERT INTO home_viewers (user, keep_until) VALUES (?, ?)
+ON CONFLICT (user) DO UPDATE SET keep_until = excluded.keep_until
+"""
+_HOME_TRIM = """
+DELETE FROM home_viewers WHERE keep_until <= ? OR user NOT IN
+    (SELECT user FROM home_viewers ORDER BY keep_until DESC LIMIT ?)
 """
 
 # Paused, unclaimed runs are few (those waiting for people), and the partial index lists exactly
@@ -726,6 +751,13 @@ class SQLiteStore(SQLiteInbox):
         row = await self._call(lambda conn: conn.execute(query).fetchone())
         return int(row[0])
 
+    async def pending_interactions(self, *, limit: int = 100) -> list[InteractionRecord]:
+        """Read on the partial index of pending interactions, which is ordered by expiry."""
+        if limit <= 0:
+            return []
+        rows = await self._call(lambda conn: conn.execute(_PENDING, (limit,)).fetchall())
+        return [_decode_ix(row) for row in rows]
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         if limit <= 0:
             return []
@@ -822,6 +854,30 @@ class SQLiteStore(SQLiteInbox):
             ).fetchone()
         )
         return None if row is None else str(row[0])
+
+    # App Home
+
+    async def mark_home_opened(self, user: str, *, ttl: float) -> None:
+        now = time.time()
+
+        def mark(conn: sqlite3.Connection) -> None:
+            conn.execute(_HOME_OPENED, (user, now + ttl))
+            conn.execute(_HOME_TRIM, (now, HOME_VIEWER_CAP))
+
+        await self._call(lambda conn: _transaction(conn, partial(mark, conn)))
+
+    async def home_viewers(self, *, limit: int = 500) -> list[str]:
+        if limit <= 0:
+            return []
+        params = (time.time(), limit)
+        rows = await self._call(
+            lambda conn: conn.execute(
+                "SELECT user FROM home_viewers WHERE keep_until > ?"
+                " ORDER BY keep_until DESC LIMIT ?",
+                params,
+            ).fetchall()
+        )
+        return [str(row[0]) for row in rows]
 
     # Audit
 

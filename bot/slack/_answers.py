@@ -37,6 +37,7 @@ from .._tool import ArgumentsError
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
+from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._worker import Work
 
@@ -84,6 +85,7 @@ class Answers:
         members: GroupMembers,
         expire: Expire,
         clock: Callable[[], float] = time.time,
+        home: Home | None = None,
     ) -> None:
         self.store = store
         self.chat = chat
@@ -92,6 +94,8 @@ class Answers:
         self.members = members
         self.expire = expire
         self.clock = clock
+        self.home = home
+        """Publishes App Home views: clicks made there are answered there."""
         self._settled_before: set[str] = set()
         """Runs the last patient `recover()` found settled."""
 
@@ -141,7 +145,10 @@ class Answers:
         reason: str,
         interaction_id: str | None,
         run_id: str | None = None,
+        home: bool = False,
     ) -> None:
+        """Audit the refusal and tell the person: ephemeral in the channel, or, for a click in
+        App Home (`home`, which has no channel), on top of their republished view."""
         _metrics.answer_refused(reason)
         await self.store.audit(
             AuditEntry(
@@ -153,7 +160,9 @@ class Answers:
                 detail=reason,
             )
         )
-        if channel:
+        if home and self.home is not None:
+            await self.home.publish(user, notice=reason)
+        elif channel:
             await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts)
         else:
             log.info("refused %s for %s: %s", interaction_id, user, reason)
@@ -173,10 +182,12 @@ class Answers:
         if action.intent == "selection":
             return  # Ticking options only changes the card's state; Submit reads it.
         record: InteractionRecord | None = None
+        in_home = action.origin == "home"
         try:
-            if action.channel_id is None:
+            if action.channel_id is None and not in_home:
                 # A card is always in a channel, and Slack says which (the payload's channel or
                 # its container); a click that does not cannot be checked against the card's.
+                # Only a click Slack says was made in App Home has none (`origin`).
                 raise Refusal(_ELSEWHERE)
             record = await self._pending(
                 action.interaction_id,
@@ -185,6 +196,8 @@ class Answers:
                 denying=action.action in _DENY_ACTIONS,
                 work=work,
             )
+            if in_home:
+                await self._check_home(record, action.user_id, work)
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
                 # click comes from the card itself, so it says where the card is.
@@ -192,13 +205,19 @@ class Answers:
                     record.interaction_id, channel=record.channel, message_ts=action.message_ts
                 )
                 record.message_ts = action.message_ts
-            if action.intent == "page":
+            if action.intent == "page" and in_home and self.home is not None:
+                # Home shows no paging buttons (they page the card in the thread); a stale view
+                # that had one is just drawn again.
+                await self.home.publish(action.user_id)
+            elif action.intent == "page":
                 await self._show_page(record, action)
             elif action.intent == "open_modal":
                 await self._open_modal(record, action)
             else:
                 answer = blocks.resolve_answer(record, action)
-                await self.accept(record, user=action.user_id, answer=answer, work=work)
+                await self.accept(
+                    record, user=action.user_id, answer=answer, work=work, home=in_home
+                )
         except (Refusal, InvalidAnswer) as error:
             await self._refuse(
                 user=action.user_id,
@@ -207,7 +226,17 @@ class Answers:
                 reason=str(error),
                 interaction_id=action.interaction_id,
                 run_id=record.run_id if record else None,
+                home=in_home,
             )
+
+    async def _check_home(self, record: InteractionRecord, user: str, work: Work | None) -> None:
+        """A click in App Home is taken only for a request Home would list for this person
+        (`Home.refusal`), on top of the card's checks; a retry of their own claim goes on."""
+        if _own_earlier_answer(record, user, work):
+            return
+        refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
+        if refusal is not None:
+            raise Refusal(refusal)
 
     async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
         page = blocks.page_from_action(record, action)
@@ -409,7 +438,13 @@ class Answers:
     # ----------------------------------------------------------------- claiming
 
     async def accept(
-        self, record: InteractionRecord, *, user: str, answer: Any, work: Work | None = None
+        self,
+        record: InteractionRecord,
+        *,
+        user: str,
+        answer: Any,
+        work: Work | None = None,
+        home: bool = False,
     ) -> None:
         """Claim the interaction for this answer; the first answer wins, later ones are told.
 
@@ -470,6 +505,7 @@ class Answers:
                 reason=reason,
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
+                home=home,
             )
             return
         _metrics.ANSWERS.labels(outcome="accepted").inc()

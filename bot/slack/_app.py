@@ -42,6 +42,7 @@ from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
+from ._home import Home
 from ._policy import AnswerPolicy, GroupMembers, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
@@ -49,6 +50,7 @@ from ._verify import (
     CheckedSocketModeHandler,
     PersonEvent,
     SlackGate,
+    home_opened,
     person_event,
     session_stopped,
 )
@@ -161,6 +163,16 @@ class SlackBot:
             interval=settings.handback_sweep_interval,
             clock=clock,
         )
+        self.home = Home(
+            store=store,
+            chat=self.chat,
+            policy=self.policy,
+            members=members,
+            tasks=self.tasks,
+            agent_name=agent.name,
+            clock=clock,
+        )
+        self.conversations.home_changed = self.home.changed
         self.answers = Answers(
             store=store,
             chat=self.chat,
@@ -169,6 +181,7 @@ class SlackBot:
             members=members,
             expire=self._expire_later,
             clock=clock,
+            home=self.home,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
         self.dispatch = Dispatch(
@@ -358,6 +371,10 @@ class SlackBot:
         async def on_stopped(body: dict[str, Any]) -> BoltResponse | None:
             return await self._take_stop(body)
 
+        @app.event("app_home_opened")
+        async def on_home_opened(body: dict[str, Any]) -> None:
+            self._take_home_opened(body)
+
         @app.action(blocks.ACTION_PATTERN)
         async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
             await self._take_action(ack, body)
@@ -437,6 +454,15 @@ class SlackBot:
         if not await self._record("stop", item, dedupe=event_id or None):
             return BoltResponse(status=503, body="not recorded; please retry")
         return None
+
+    def _take_home_opened(self, body: dict[str, Any]) -> None:
+        """Someone opened the Home tab: their view is published after the ack, from this
+        process and not through the inbox. A lost view loses no work (the requests wait in the
+        store and on their cards) and the next visit draws it again."""
+        opened = home_opened(body)
+        if opened is None or opened.tab != "home":
+            return
+        self.tasks.spawn(self.home.opened(opened.user), name="home-opened")
 
     async def _take_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         try:

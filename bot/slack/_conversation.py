@@ -106,6 +106,9 @@ class Conversations:
         self.policy = policy
         self.members = members
         self.lease_ttl = lease_ttl
+        self.home_changed: Callable[[list[InteractionRecord]], None] | None = None
+        """Told (without waiting) which requests were posted or closed, so App Home views that
+        list them are refreshed."""
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def hold_turn(self, thread: Thread) -> TurnHold | None:
@@ -638,6 +641,8 @@ class Conversations:
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
             await self._note_unapprovable(record, thread)
+        if self.home_changed is not None:
+            self.home_changed(records)
 
     async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,
@@ -708,6 +713,8 @@ class Conversations:
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
+        if self.home_changed is not None:
+            self.home_changed([record])
 
     async def _failed(self, thread: Thread, doing: str, turn: AgentTurn | None) -> None:
         log.exception("failed while %s in %s/%s", doing, thread.channel, thread.thread_ts)

@@ -31,7 +31,13 @@ from state import CorruptRecordError, InteractionRecord, approval_of
 
 from .._errors import HandbackError
 
-__all__ = ["AnswerPolicy", "GroupLookupFailed", "GroupMembers", "slack_group_members"]
+__all__ = [
+    "AnswerPolicy",
+    "GroupLookupFailed",
+    "GroupMembers",
+    "is_member",
+    "slack_group_members",
+]
 
 log = logging.getLogger("handback.slack")
 
@@ -160,3 +166,9 @@ async def _is_member(user: str, allowed: Iterable[str], members: GroupMembers) -
     if failures:
         raise GroupLookupFailed("; ".join(failures))
     return False
+
+
+async def is_member(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:
+    """Whether `user` is named in `allowed` or in a user group it names; `GroupLookupFailed`
+    when only an unreadable group could have let them in."""
+    return await _is_member(user, allowed, members)
