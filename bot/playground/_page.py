@@ -77,6 +77,14 @@ class _Action(_Edge):
     selected_option: _Option | None = None
     selected_options: list[_Option] | None = None
 
+    def selected(self) -> str | list[str] | None:
+        """What the click picked, as `LocalSlack.click` takes it."""
+        if self.selected_options is not None:
+            return [o.pick() for o in self.selected_options]
+        if self.selected_option is not None:
+            return self.selected_option.pick()
+        return None
+
 
 class _PostAction(_Edge):
     user: str
@@ -349,11 +357,7 @@ class PageServer:
             if body.ephemeral:
                 raise _BadRequest("buttons on ephemeral messages are not supported here")
             action = body.action
-            selected: str | list[str] | None = None
-            if action.selected_options is not None:
-                selected = [o.pick() for o in action.selected_options]
-            elif action.selected_option is not None:
-                selected = action.selected_option.pick()
+            selected = action.selected()
             try:
                 answer = await self.slack.click(
                     body.user,
@@ -384,11 +388,7 @@ class PageServer:
             body = await _read(request, _HomeAction)
             self._check_user(body.user)
             action = body.action
-            selected: str | list[str] | None = None
-            if action.selected_options is not None:
-                selected = [o.pick() for o in action.selected_options]
-            elif action.selected_option is not None:
-                selected = action.selected_option.pick()
+            selected = action.selected()
             try:
                 answer = await self.slack.click_home(
                     body.user,
