@@ -11,11 +11,20 @@ from ._errors import (
     StoreError,
     StoreURLError,
 )
+from ._grant import Grant, GrantClaim, grant_id_for
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
-from ._keys import THREAD_LEASE_TTL
+from ._keys import GRANT_GRACE, THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
-from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
+from ._protocol import (
+    AuditLog,
+    ConversationStore,
+    GrantStore,
+    Inbox,
+    InteractionStore,
+    RunStore,
+    Store,
+)
 from ._records import (
     AnswerClaim,
     AuditAction,
@@ -37,6 +46,7 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "GRANT_GRACE",
     "RULE_KEY",
     "THREAD_LEASE_TTL",
     "AnswerClaim",
@@ -48,7 +58,10 @@ __all__ = [
     "AuditLog",
     "ConversationStore",
     "CorruptRecordError",
+    "Grant",
+    "GrantClaim",
     "GrantScope",
+    "GrantStore",
     "HandbackError",
     "Inbox",
     "InteractionClaim",
@@ -76,6 +89,7 @@ __all__ = [
     "approval_of",
     "check_schema",
     "check_store",
+    "grant_id_for",
     "missing_sqlite_file",
     "open_store",
     "resolve_store_url",

@@ -12,6 +12,7 @@ __all__ = [
     "AUDIT_CAP",
     "DEFAULT_PREFIX",
     "DELIVERY_TTL",
+    "GRANT_GRACE",
     "INBOX_GROUP",
     "INTERACTION_GRACE",
     "LONGEST_WAIT",
@@ -69,6 +70,10 @@ DELIVERY_TTL = 3600
 INBOX_GROUP = "workers"
 """The one consumer group of the inbox stream: every process takes from it, so each item is
 leased to one consumer at a time (a name, not a key)."""
+
+GRANT_GRACE = DAY
+"""A grant outlives its `expires_at` by a day, so a late revoke (or a look at it) reads
+"expired" rather than "unknown"; no grant covers anything past `expires_at`."""
 
 AUDIT_CAP = 10_000
 """The audit log keeps the newest entries only: it is for people reading recent activity."""
@@ -185,6 +190,23 @@ class RedisKeys:
         """String set with NX and a `DELIVERY_TTL`: an item with this dedupe key was enqueued."""
         return f"{self.namespace}{{inbox}}:seen:{dedupe}"
 
+    def grant(self, grant_id: str) -> str:
+        """Hash with a TTL (`GRANT_GRACE` past its expiry): `rec` (the grant's JSON as added),
+        `expires_at`, and `revoked_at` / `revoked_by` once revoked."""
+        return f"{self.namespace}grant:{grant_id}"
+
+    @property
+    def grants(self) -> str:
+        """Sorted set of every grant id scored by `expires_at`; entries long past it are
+        dropped as grants are added."""
+        return f"{self.namespace}grants"
+
+    def grant_scope(self, tool: str, channel: str, thread_ts: str | None) -> str:
+        """Sorted set of the ids of the grants for `tool` in that thread (or, with None, the
+        whole channel), scored by `expires_at`: what a call there looks up."""
+        where = _escape(tool) + ":" + _escape(channel) + ":" + _escape(thread_ts or "")
+        return f"{self.namespace}grant-scope:{where}"
+
     @property
     def audit(self) -> str:
         """List of audit entries' JSON, newest at the head, trimmed to `AUDIT_CAP`."""
@@ -202,5 +224,8 @@ def hash_tag(key: str) -> str:
 
 
 def _thread_id(channel: str, thread_ts: str) -> str:
-    escaped = channel.replace("%", "%25").replace(":", "%3A")
-    return f"{escaped}:{thread_ts}"
+    return f"{_escape(channel)}:{thread_ts}"
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
