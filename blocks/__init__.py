@@ -6,6 +6,7 @@ Pure functions, no I/O. Ids on the wire:
   buttons, `s<page>` a select page, `m` a multi-select, `v` / `p<n>` / `...c<n>` modal inputs,
   `reason` the deny reason);
 - every control's `action_id` starts with `hb:` (`hb:approve`, `hb:deny`, `hb:deny_reason`,
+  `hb:grant:<scope>`,
   `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`, `hb:multi`, `hb:submit`, `hb:answer`,
   `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on `ACTION_PATTERN` catches
   them; option values are indexes into the stored options, page buttons carry the page number;
@@ -31,6 +32,7 @@ from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
+from ._grant import grant_given_line, grant_used_notice
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -38,6 +40,7 @@ from ._ids import (
     ACTION_CONFIRM,
     ACTION_DENY,
     ACTION_DENY_REASON,
+    ACTION_GRANT,
     ACTION_INPUT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -73,6 +76,7 @@ __all__ = [
     "ACTION_CONFIRM",
     "ACTION_DENY",
     "ACTION_DENY_REASON",
+    "ACTION_GRANT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -101,6 +105,8 @@ __all__ = [
     "arguments_from_submission",
     "command_usage",
     "escape",
+    "grant_given_line",
+    "grant_used_notice",
     "page_from_action",
     "parse_block_action",
     "parse_command",

@@ -19,6 +19,7 @@ __all__ = [
     "ACTION_CONFIRM",
     "ACTION_DENY",
     "ACTION_DENY_REASON",
+    "ACTION_GRANT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -43,6 +44,7 @@ ActionName = Literal[
     "hb:approve",
     "hb:deny",
     "hb:deny_reason",
+    "hb:grant",
     "hb:confirm",
     "hb:cancel",
     "hb:option",
@@ -58,6 +60,9 @@ CallbackName = Literal["hb:modal", "hb:deny_modal", "hb:command_modal"]
 ACTION_APPROVE: Final = "hb:approve"
 ACTION_DENY: Final = "hb:deny"
 ACTION_DENY_REASON: Final = "hb:deny_reason"
+ACTION_GRANT: Final = "hb:grant"
+"""Approve and give a standing grant: `hb:grant:thread` or `hb:grant:channel`, the scope as the
+button's value (checked against the rule's `grants`)."""
 ACTION_CONFIRM: Final = "hb:confirm"
 ACTION_CANCEL: Final = "hb:cancel"
 ACTION_OPTION: Final = "hb:option"

@@ -26,7 +26,13 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         {"type": "boolean"},
         {
             "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                # A standing grant: its scope when given with this approval, or the id of the
+                # grant this call was approved under (`bot.slack`).
+                "grant": {"type": "string"},
+            },
             "required": ["approved"],
             "additionalProperties": False,
         },

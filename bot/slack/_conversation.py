@@ -32,6 +32,7 @@ from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
+from ._grants import Grants
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
 from ._worker import derived_run_id, hand_to_done, in_work_item, lease_handed_over
@@ -105,6 +106,7 @@ class Conversations:
         self.policy = policy
         self.members = members
         self.lease_ttl = lease_ttl
+        self.grants = Grants(store=store, chat=chat, policy=policy, members=members, clock=clock)
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def hold_turn(self, thread: Thread) -> TurnHold | None:
@@ -617,8 +619,12 @@ class Conversations:
             records.append(record)
         # Stored before the cards exist, so a click can never find an unknown interaction.
         await self.store.add_interactions(records)
+        granted = False
         for record in records:
             if record.message_ts:
+                continue
+            if await self.grants.answer(record) is not None:
+                granted = True  # Approved under a standing grant: no card.
                 continue
             card = blocks.render_card(record)
             ts = await self.chat.post(
@@ -632,6 +638,18 @@ class Conversations:
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
             await self._note_unapprovable(record, thread)
+        if granted:
+            await self._resume_granted(run_id)
+
+    async def _resume_granted(self, run_id: str) -> None:
+        """Queue the resume of a run whose approvals grants answered, once nothing else of it
+        is pending: this turn holds the thread, so the resume runs as a work item after it, as
+        the settled-run recovery would queue it (same work id, so the two never both run). A
+        crash before this line leaves a settled run, which that recovery finds."""
+        if any(r.status == "pending" for r in await self.store.run_interactions(run_id)):
+            return  # A card waits too; its answer resumes the run with every answer.
+        key = f"recover:{run_id}"
+        await self.store.enqueue("recover", {"id": key, "run_id": run_id}, dedupe=key)
 
     async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,
