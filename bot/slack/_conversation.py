@@ -32,7 +32,7 @@ from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
-from ._grants import Grants
+from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
 from ._worker import derived_run_id, hand_to_done, in_work_item, lease_handed_over
@@ -595,8 +595,14 @@ class Conversations:
     ) -> None:
         now = self.clock()
         records: list[InteractionRecord] = []
+        granted = False
         for event in events:
             existing = await self.store.get_interaction(event.interaction_id)
+            if existing is not None and used_grant(existing):
+                # A retry of a turn whose first attempt approved this under a grant: no card;
+                # the run's resume is queued below (again: the queue drops a repeat).
+                granted = True
+                continue
             record = InteractionRecord(
                 interaction_id=event.interaction_id,
                 run_id=run_id,
@@ -619,7 +625,6 @@ class Conversations:
             records.append(record)
         # Stored before the cards exist, so a click can never find an unknown interaction.
         await self.store.add_interactions(records)
-        granted = False
         for record in records:
             if record.message_ts:
                 continue

@@ -32,7 +32,7 @@ from state import (
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupMembers
 
-__all__ = ["Grants", "given_scope", "revoke_grant"]
+__all__ = ["Grants", "given_scope", "revoke_grant", "used_grant"]
 
 log = logging.getLogger("handback.slack")
 
@@ -52,6 +52,15 @@ def given_scope(record: InteractionRecord) -> GrantScope | None:
     if scope == "channel":
         return "channel"
     return None
+
+
+def used_grant(record: InteractionRecord) -> str | None:
+    """The id of the grant an approval was answered under (`Grants.answer`), if it was."""
+    answer = record.answer
+    if record.kind != "approval" or record.status != "answered" or not isinstance(answer, dict):
+        return None
+    grant_id = answer.get("grant")
+    return grant_id if isinstance(grant_id, str) and grant_id.startswith("grant_") else None
 
 
 def _iso(unix: float) -> str:

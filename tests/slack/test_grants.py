@@ -5,17 +5,22 @@ every use is audited, and a grant never approves for someone who shaped the turn
 from __future__ import annotations
 
 import io
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
 from bot._admin import print_audit
-from bot.playground._slack import Message
+from bot.playground._slack import LocalSlack, Message
+from bot.slack import SlackBot, load_settings
 from bot.slack._grants import revoke_grant
-from state import Grant
+from state import Grant, StoreError, open_store
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness
 
 THREAD_GRANT = f"{ACTION_GRANT}:thread"
 CHANNEL_GRANT = f"{ACTION_GRANT}:channel"
@@ -178,3 +183,119 @@ async def test_a_forged_grant_click_is_refused_and_audited(make_bot: BotFactory)
         assert await h.store.active_grants(now=h.clock()) == []
         refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
         assert refused and "no such standing grant" in refused[0].detail
+
+
+class _CrashingStore:
+    """A store whose `name` call fails once (as if the process died just there: the work item
+    is taken again), or with `lose` does nothing once (as if the process died just before)."""
+
+    def __init__(self, store: Any, name: str, *, lose: bool = False) -> None:
+        self._store = store
+        self._name = name
+        self._lose = lose
+        self.hit = 0
+
+    def _aimed_at(self, args: tuple[Any, ...]) -> bool:
+        # The inbox takes every event and click too: only the resume queued for a run counts.
+        return self._name != "enqueue" or (bool(args) and args[0] == "recover")
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._store, name)
+        if name != self._name:
+            return real
+
+        async def once(*args: Any, **kwargs: Any) -> Any:
+            if not self._aimed_at(args):
+                return await real(*args, **kwargs)
+            self.hit += 1
+            if self.hit == 1:
+                if self._lose:
+                    return None
+                raise StoreError("Redis at `test` failed: Connection reset by peer.")
+            return await real(*args, **kwargs)
+
+        return once
+
+
+@asynccontextmanager
+async def _crashing_bot(
+    slack: LocalSlack, store_url: str, name: str, *, lose: bool = False
+) -> AsyncIterator[tuple[Harness, _CrashingStore]]:
+    async with open_store(store_url) as real:
+        store = _CrashingStore(real, name, lose=lose)
+        settings = load_settings(
+            slack_bot_token=slack.bot_token,
+            slack_signing_secret=slack.signing_secret,
+            slack_api_url=slack.api_url,
+            handback_store=store_url,
+            handback_work_lease=0.2,
+            handback_thread_lease_ttl=0.5,
+        )
+        clock = Clock()
+        bot = SlackBot(
+            agent=agents.grant_agent,
+            store=store,  # type: ignore[arg-type]
+            settings=settings,
+            clock=clock,
+            loops=False,
+        )
+        async with bot, bot.serve_http("127.0.0.1", 0) as url:
+            slack.bot_url = url
+            yield Harness(slack=slack, bot=bot, store=real, clock=clock), store
+
+
+async def _drain_until(h: Harness, done: Any, seconds: float = 10) -> None:
+    """Drain until `done()`: a work item whose attempt failed is taken again after its lease."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        await h.bot.drain()
+
+
+async def test_a_grant_lost_with_its_process_is_added_by_the_retried_click(
+    slack: LocalSlack, store_url: str
+) -> None:
+    async with _crashing_bot(slack, store_url, "add_grant") as (h, store):
+        asked = await h.mention(ALICE, "deploy api to dev")
+        await h.slack.click(BOB, h.card(asked.ts).ts, THREAD_GRANT)
+        await _drain_until(h, lambda: bool(agents.DEPLOYS) and store.hit >= 2)
+        assert store.hit == 2  # failed once, then added by the retry
+        assert agents.DEPLOYS == [DEV_DEPLOY]
+        [grant] = await h.store.active_grants(now=h.clock())
+        assert grant.granted_by == BOB
+        await h.reply(ALICE, asked.ts, "deploy again")
+        assert len(agents.DEPLOYS) == 2 and len(h.cards(asked.ts)) == 1
+        granted = [e for e in await h.store.recent_audit() if e.action == "granted"]
+        assert len(granted) == 1
+
+
+async def test_a_turn_retried_after_a_use_runs_the_tool_once(
+    slack: LocalSlack, store_url: str
+) -> None:
+    """The turn's process dies after the grant answered the approval, before the resume was
+    queued: the retried turn posts no card and no second notice, and the deploy runs once."""
+    async with _crashing_bot(slack, store_url, "enqueue") as (h, store):
+        asked = await h.mention(ALICE, "deploy api to dev")
+        await h.click(BOB, h.card(asked.ts).ts, CHANNEL_GRANT)
+        # A new conversation in the channel, so the retried turn starts it afresh.
+        again = await h.slack.post_user_message(CAROL, "C0GENERAL", "deploy api to dev")
+        await _drain_until(h, lambda: len(agents.DEPLOYS) == 2)
+        assert store.hit >= 2
+        assert agents.DEPLOYS == [DEV_DEPLOY] * 2
+        assert h.cards(again.ts) == []
+        assert len([t for t in h.texts(again.ts) if "standing grant" in t]) == 1
+        assert h.texts(again.ts)[-1] == "Tool said: deployed api to dev"
+
+
+async def test_a_use_whose_resume_was_lost_is_recovered(slack: LocalSlack, store_url: str) -> None:
+    """The resume of a call approved under a grant is never queued (the process died right
+    after the answer): the settled-run recovery finds the run and resumes it."""
+    async with _crashing_bot(slack, store_url, "enqueue", lose=True) as (h, store):
+        asked = await h.mention(ALICE, "deploy api to dev")
+        assert store.hit == 0
+        await h.click(BOB, h.card(asked.ts).ts, THREAD_GRANT)
+        await h.reply(ALICE, asked.ts, "deploy again")
+        assert store.hit == 1 and len(agents.DEPLOYS) == 1  # answered, not resumed
+        assert await h.bot.answers.recover() == 1
+        await h.bot.drain()
+        assert agents.DEPLOYS == [DEV_DEPLOY] * 2
+        assert h.texts(asked.ts)[-1] == "Tool said: deployed api to dev"
