@@ -138,7 +138,13 @@ class Grants:
                 f"({scope}) until {_iso(grant.expires_at)}"
             ),
         )
-        await self.store.add_grant(grant, audit=entry)
+        try:
+            await self.store.add_grant(grant, audit=entry)
+        except ValueError:
+            # A grant the store refuses (a developer mistake) must not undo the approval, whose
+            # run may already be claimed for its resume: the approval stands, without a grant.
+            log.exception("could not record the grant given on %s", record.interaction_id)
+            return None
         return grant
 
     async def answer(self, record: InteractionRecord) -> InteractionRecord | None:
@@ -159,9 +165,14 @@ class Grants:
             return None
         tool = str(record.payload.get("tool", ""))
         now = self.clock()
-        covering = await self.store.covering_grants(
-            tool, channel=record.channel, thread_ts=record.thread_ts, now=now
-        )
+        try:
+            covering = await self.store.covering_grants(
+                tool, channel=record.channel, thread_ts=record.thread_ts, now=now
+            )
+        except CorruptRecordError:
+            # An unreadable grant approves nothing; the card asks people instead.
+            log.exception("cannot read the grants for %s; posting its card", record.interaction_id)
+            return None
         for grant in covering:
             if grant.scope not in rule.grants or not await self._may_approve(record, grant):
                 continue

@@ -5,6 +5,7 @@ every use is audited, and a grant never approves for someone who shaped the turn
 from __future__ import annotations
 
 import io
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,9 @@ from bot._admin import print_audit
 from bot.playground._slack import LocalSlack, Message
 from bot.slack import SlackBot, load_settings
 from bot.slack._grants import revoke_grant
-from state import Grant, StoreError, open_store
+from state import Grant, RedisStore, SQLiteStore, StoreError, open_store
+from state._keys import RedisKeys
+from state._url import sqlite_path
 
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness
@@ -161,6 +164,22 @@ async def test_a_grant_by_someone_no_longer_an_approver_is_not_used(
     # The same store, now with Bob off the list: his grant approves nothing.
     async with make_bot(agents.grant_agent, HANDBACK_APPROVERS="U0CAROL") as h:
         h.clock.now = grant.created_at + 60
+        await h.reply(ALICE, thread, "deploy again")
+        assert len(h.cards(thread)) == 2
+        assert agents.DEPLOYS == [DEV_DEPLOY]
+
+
+async def test_an_unreadable_grant_approves_nothing(make_bot: BotFactory, store_url: str) -> None:
+    async with make_bot(agents.grant_agent) as h:
+        thread, grant = await _granted_thread(h)
+        if isinstance(h.store, RedisStore):
+            keys = RedisKeys(h.store.prefix, cluster=h.store.cluster)
+            await h.store._live().hset(keys.grant(grant.grant_id), "rec", "{not json")
+        else:
+            assert isinstance(h.store, SQLiteStore)
+            with sqlite3.connect(sqlite_path(store_url)) as conn:
+                conn.execute("UPDATE grants SET rec = '[]' WHERE grant_id = ?", (grant.grant_id,))
+            conn.close()
         await h.reply(ALICE, thread, "deploy again")
         assert len(h.cards(thread)) == 2
         assert agents.DEPLOYS == [DEV_DEPLOY]
