@@ -124,7 +124,9 @@ def _grants_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     _store_option(grants)
     grants.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     grants.add_argument("--json", action="store_true", help="one JSON object per line")
-    actions = grants.add_subparsers(dest="grants_command", metavar="ACTION")
+    actions = grants.add_subparsers(
+        dest="grants_command", metavar="ACTION", help="revoke: end a grant (default: list them)"
+    )
     revoke_help = "end a standing grant now (audited); later calls show a card again"
     revoke = actions.add_parser("revoke", help=revoke_help, description=revoke_help)
     revoke.add_argument("grant_id", metavar="ID", help="the grant's id, as `handback grants` shows")
