@@ -8,6 +8,7 @@ from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
+from ._edit import can_edit
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -15,6 +16,7 @@ from ._ids import (
     ACTION_CONFIRM,
     ACTION_DENY,
     ACTION_DENY_REASON,
+    ACTION_EDIT,
     ACTION_GRANT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -198,6 +200,10 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
         buttons = [
             _button("Approve", ACTION_APPROVE, "approve", "primary"),
             *_grant_buttons(record),
+        ]
+        if can_edit(record):
+            buttons.append(_button("Edit and approve…", ACTION_EDIT, "edit"))
+        buttons += [
             _button("Deny", ACTION_DENY, "deny", "danger"),
             _button("Deny with reason…", ACTION_DENY_REASON, "deny_reason"),
         ]

@@ -17,6 +17,7 @@ from ._form import InputValue
 from ._ids import (
     ACTION_ANSWER,
     ACTION_DENY_REASON,
+    ACTION_EDIT,
     ACTION_INPUT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -44,6 +45,7 @@ another page of options (`chat.update`), or nothing (a checkbox toggled before S
 _INTENTS: Final[dict[ActionName, CardIntent]] = {
     ACTION_ANSWER: "open_modal",
     ACTION_DENY_REASON: "open_modal",
+    ACTION_EDIT: "open_modal",
     ACTION_MORE: "page",
     ACTION_MULTI: "selection",
 }
@@ -112,7 +114,7 @@ class _BlockActions(_Model):
 
 class _View(_Model):
     id: _Id | None = None
-    callback_id: Literal["hb:modal", "hb:deny_modal"]
+    callback_id: Literal["hb:modal", "hb:deny_modal", "hb:edit_modal"]
     private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
     state: _State = _State()
 

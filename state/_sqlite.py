@@ -36,7 +36,7 @@ from ._codec import (
     lease_millis,
     own_messages,
 )
-from ._errors import CorruptRecordError, StoreClosedError, StoreError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
     DELIVERY_TTL,
     PRUNE_EVERY,
@@ -61,7 +61,7 @@ from ._sqlite_grants import GRANT_ACTIVE, GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_tx import append_audit as _append_audit
 from ._sqlite_tx import transaction as _transaction
-from ._url import sqlite_path
+from ._url import Synchronous, sqlite_options
 
 __all__ = ["SQLiteStore"]
 
@@ -416,8 +416,11 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
     SQLAlchemy-style URL. Use it as an async context manager or call `aclose()`.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "normal") -> None:
+        if synchronous not in ("normal", "full"):
+            raise StoreURLError(f"`synchronous` must be 'normal' or 'full', not {synchronous!r}")
         self._path = str(path)
+        self._synchronous: Synchronous = synchronous
         self._closed = False
         self._last_prune = 0.0
         self._inbox_waiters = set()
@@ -444,7 +447,8 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        return cls(sqlite_path(url))
+        options = sqlite_options(url)
+        return cls(options.path, synchronous=options.synchronous)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
@@ -453,8 +457,9 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _use_wal(conn)
-        # In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        # In WAL mode NORMAL loses at most the last commits on power loss, never consistency;
+        # FULL (`?synchronous=full`) fsyncs each commit for those who cannot lose even those.
+        conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
         schema = (_SCHEMA + INBOX_SCHEMA + GRANT_SCHEMA).split(";")
         _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
         self._prune(time.time())

@@ -27,9 +27,13 @@ from state import (
     StoreError,
     ThreadLease,
     TurnClaim,
+    approval_of,
 )
 
 from .. import Cancel, _logging, _metrics
+from .._errors import ApprovalPolicyError
+from .._redact import redact, redact_schema
+from .._tool import ArgumentsError
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
@@ -43,6 +47,9 @@ log = logging.getLogger("handback.slack")
 Expire = Callable[[InteractionRecord], Awaitable[None]]
 
 _ELSEWHERE = "This control does not belong to a request in this channel."
+
+_EDIT_DETAIL_LIMIT = 4000
+"""Characters of audit detail for an edited approval, which holds the arguments twice."""
 
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
@@ -222,8 +229,16 @@ class Answers:
     async def _open_modal(self, record: InteractionRecord, action: CardAction) -> None:
         if not action.trigger_id:
             raise InvalidAnswer("Slack sent no trigger to open the form with.")
-        # For an approval this is the deny-with-reason form, else the answer form.
-        if not await self.chat.open_view(action.trigger_id, blocks.render_modal(record)):
+        if action.action == blocks.ACTION_EDIT:
+            # Checked against the stored rule, not the card: a stale or forged button on a
+            # rule that does not allow edits opens nothing.
+            view = blocks.render_edit_modal(record)
+            if view is None:
+                raise InvalidAnswer("The arguments of this request cannot be edited.")
+        else:
+            # For an approval this is the deny-with-reason form, else the answer form.
+            view = blocks.render_modal(record)
+        if not await self.chat.open_view(action.trigger_id, view):
             raise Refusal("Slack did not open the form; please try again.")
 
     # ----------------------------------------------------------------- modals
@@ -249,6 +264,10 @@ class Answers:
                 denying=submission.callback_id == blocks.CALLBACK_DENY_MODAL,
             )
             answer = blocks.answer_from_submission(record, submission)
+            if submission.callback_id == blocks.CALLBACK_EDIT_MODAL:
+                problem = await self._edit_problem(record, answer)
+                if problem is not None:
+                    return self._inline(problem, first_input)
         except Refusal as error:
             await self.store.audit(
                 AuditEntry(
@@ -266,6 +285,36 @@ class Answers:
                 return SubmissionCheck(errors=error.errors)
             return self._inline(str(error), first_input)
         return SubmissionCheck(record=record, answer=answer)
+
+    async def _edit_problem(self, record: InteractionRecord, answer: Any) -> str | None:
+        """Why the runtime would not run an edit: with the edited arguments the tool's policy
+        asks for another rule than the request was made under (say, two approvers for prod
+        where one approved staging). Told inline, before anything is claimed, so the approver
+        denies and asks again instead; None when the edit may go on, or when it cannot be
+        told here (an argument is hidden, or this agent's tool is not the one that asked): the
+        gate checks it again in any case and fails closed."""
+        name = str(record.payload.get("tool", ""))
+        tool = self.conversations.agent.tools.get(name)
+        shown = record.payload.get("arguments")
+        if (
+            tool is None
+            or not isinstance(shown, dict)
+            or blocks.locked_arguments(record)
+            or redact_schema(tool.parameters, tool.redact) != record.payload.get("arguments_schema")
+        ):
+            return None
+        try:
+            arguments = tool.parse_arguments(json.dumps({**shown, **answer["arguments"]}))
+            needed = await tool.approval_for(arguments)
+            asked = approval_of(record)
+        except (ArgumentsError, ApprovalPolicyError, CorruptRecordError):
+            return None
+        if needed is None or needed == asked:
+            return None
+        return (
+            f"With these arguments `{name}` needs a different approval than this request was "
+            "made under. Deny it and ask again instead."
+        )
 
     @staticmethod
     def _inline(message: str, block_id: str | None) -> SubmissionCheck:
@@ -451,7 +500,7 @@ class Answers:
             interaction_id=record.interaction_id,
             run_id=record.run_id,
             user=user,
-            detail=_short_json(answer),
+            detail=self._edit_detail(record, answer) or _short_json(answer),
         )
         turn = None
         if child_id is not None and hold is not None:
@@ -472,6 +521,27 @@ class Answers:
             audit=entry,
             turn=turn,
         )
+
+    def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:
+        """The audit detail of an approval given with edited arguments: both versions, the
+        call's as the card showed it and the edited one it runs with, redacted as the card is
+        (an approver may type a secret into an object argument). None for any other answer."""
+        edits = answer.get("arguments") if isinstance(answer, dict) else None
+        if record.kind != "approval" or not isinstance(edits, dict):
+            return None
+        original = record.payload.get("arguments")
+        original = original if isinstance(original, dict) else {}
+        locked = set(blocks.locked_arguments(record))
+        edited = {**original, **{k: v for k, v in edits.items() if k not in locked}}
+        tool = self.conversations.agent.tools.get(str(record.payload.get("tool", "")))
+        detail = {
+            "approved": answer.get("approved") is True,
+            "arguments": {
+                "original": original,
+                "edited": redact(edited, tool.redact if tool else frozenset()),
+            },
+        }
+        return _short_json(detail, limit=_EDIT_DETAIL_LIMIT)
 
     async def resume_if_complete(
         self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
@@ -585,7 +655,12 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
 
 def _plain_approval(answer: Any) -> bool:
     if isinstance(answer, dict):
-        return answer.get("approved") is True and not answer.get("reason")
+        # Edited arguments are the approver's words in the call, as a reason would be.
+        return (
+            answer.get("approved") is True
+            and not answer.get("reason")
+            and "arguments" not in answer
+        )
     return answer is True
 
 
@@ -660,6 +735,6 @@ def user_and_channel(body: Any) -> tuple[str, str | None]:
     return field_id("user") or "", field_id("channel")
 
 
-def _short_json(value: Any) -> str:
+def _short_json(value: Any, *, limit: int = 500) -> str:
     text = json.dumps(value, default=str)
-    return text if len(text) <= 500 else text[:499] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

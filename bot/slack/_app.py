@@ -312,9 +312,7 @@ class SlackBot:
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
-            server = site._server
-            sockets = getattr(server, "sockets", None) or []
-            bound = int(sockets[0].getsockname()[1]) if sockets else port
+            bound = int(runner.addresses[0][1])
             shown = "127.0.0.1" if host in {"0.0.0.0", ""} else host
             yield f"http://{shown}:{bound}/slack/events"
         finally:

@@ -96,7 +96,7 @@ async def _endpoints(count: int) -> AsyncIterator[list[_Endpoint]]:
             await runner.setup()
             site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
-            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            port = runner.addresses[0][1]
             endpoint.url = f"http://127.0.0.1:{port}/slack/events"
         yield endpoints
     finally:
