@@ -289,8 +289,10 @@ class Conversations:
     ) -> None:
         parent_id = slot.run_id or await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
-            # A retry after the first attempt saved this very run: replay it, not its parent.
-            parent_id = None
+            # A retry after the first attempt saved this very run (and pointed the thread at
+            # it): replay it, with the parent it was made from, as the runtime checks.
+            saved = await self.store.load_run(run_id)
+            parent_id = saved.parent_id if saved is not None else None
         try:
             by = [thread.requester] if thread.requester else []
             run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)

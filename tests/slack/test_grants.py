@@ -318,3 +318,21 @@ async def test_a_use_whose_resume_was_lost_is_recovered(slack: LocalSlack, store
         await h.bot.drain()
         assert agents.DEPLOYS == [DEV_DEPLOY] * 2
         assert h.texts(asked.ts)[-1] == "Tool said: deployed api to dev"
+
+
+async def test_a_follow_up_turn_retried_after_a_use_runs_the_tool_once(
+    slack: LocalSlack, store_url: str
+) -> None:
+    """As above, in the thread of the grant: the retried turn continues the conversation from
+    the same parent run as its first attempt, finds the approval answered, and runs it once."""
+    async with _crashing_bot(slack, store_url, "enqueue") as (h, store):
+        asked = await h.mention(ALICE, "deploy api to dev")
+        await h.click(BOB, h.card(asked.ts).ts, THREAD_GRANT)
+        await h.slack.post_user_message(ALICE, "C0GENERAL", "deploy again", thread_ts=asked.ts)
+        await _drain_until(h, lambda: len(agents.DEPLOYS) == 2)
+        assert store.hit >= 2
+        assert agents.DEPLOYS == [DEV_DEPLOY] * 2
+        assert len(h.cards(asked.ts)) == 1
+        assert len([t for t in h.texts(asked.ts) if "standing grant" in t]) == 1
+        assert h.texts(asked.ts)[-1] == "Tool said: deployed api to dev"
+        assert not [t for t in h.texts(asked.ts) if "went wrong" in t]
