@@ -5,11 +5,11 @@ Pure functions, no I/O. Ids on the wire:
 - every interactive block has `block_id = "hb|<interaction_id>|<part>"` (`a` buttons, `o` option
   buttons, `s<page>` a select page, `m` a multi-select, `v` / `p<n>` / `...c<n>` modal inputs,
   `reason` the deny reason);
-- every control's `action_id` starts with `hb:` (`hb:approve`, `hb:edit`, `hb:deny`,
-  `hb:deny_reason`, `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`, `hb:multi`,
-  `hb:submit`, `hb:answer`, `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on
-  `ACTION_PATTERN` catches them; option values are indexes into the stored options, page buttons
-  carry the page number;
+- every control's `action_id` starts with `hb:` (`hb:approve`, `hb:grant:<scope>`, `hb:edit`,
+  `hb:deny`, `hb:deny_reason`, `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`,
+  `hb:multi`, `hb:submit`, `hb:answer`, `hb:more:<page>`; `hb:input` inside modals), so one Bolt
+  listener on `ACTION_PATTERN` catches them; option values are indexes into the stored options,
+  page buttons carry the page number;
 - modals use `callback_id` `hb:modal`, `hb:deny_modal` or `hb:edit_modal` (edit the arguments,
   then approve) and carry the interaction id in `private_metadata`; a slash command's form uses
   `hb:command_modal` and carries its `CommandOrigin` (command, channel, who typed it) as JSON
@@ -35,6 +35,7 @@ from ._command_form import arguments_from_submission, render_command_modal
 from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
+from ._grant import grant_given_line, grant_used_notice
 from ._home import HOME_BLOCK_LIMIT, Decision, GrantLine, grant_blocks, render_home
 from ._ids import (
     ACTION_ANSWER,
@@ -44,6 +45,7 @@ from ._ids import (
     ACTION_DENY,
     ACTION_DENY_REASON,
     ACTION_EDIT,
+    ACTION_GRANT,
     ACTION_INPUT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -82,6 +84,7 @@ __all__ = [
     "ACTION_DENY",
     "ACTION_DENY_REASON",
     "ACTION_EDIT",
+    "ACTION_GRANT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -118,6 +121,8 @@ __all__ = [
     "command_usage",
     "escape",
     "grant_blocks",
+    "grant_given_line",
+    "grant_used_notice",
     "locked_arguments",
     "page_from_action",
     "parse_block_action",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state import InteractionRecord
+from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._choices import Choices, choices_of, is_boolean
 from ._errors import InvalidAnswer
@@ -89,6 +89,8 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
             if record.kind != "approval":
                 raise InvalidAnswer("This request is not an approval.")
             answer = action.action == ACTION_APPROVE
+        case "hb:grant":
+            answer = {"approved": True, "grant": _offered_grant(record, action.value)}
         case "hb:confirm" | "hb:cancel":
             if not is_boolean(record):
                 raise InvalidAnswer("This request is not a yes/no question.")
@@ -109,6 +111,21 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
             raise InvalidAnswer(f"`{action.action}` does not answer a request.")
     validate(record.response_schema, answer)
     return answer
+
+
+def _offered_grant(record: InteractionRecord, scope: str | None) -> str:
+    """The grant scope a click asks for, when the request's own rule offers it."""
+    if record.kind != "approval":
+        raise InvalidAnswer("This request is not an approval.")
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        raise InvalidAnswer("This request's approval rule cannot be read.") from None
+    if rule is None or rule.count != 1 or scope is None or scope not in rule.grants:
+        raise InvalidAnswer("This request offers no such standing grant.")
+    if scope == "thread" and not record.thread_ts:
+        raise InvalidAnswer("This request is not in a thread, so it cannot grant one.")
+    return scope
 
 
 def page_from_action(record: InteractionRecord, action: CardAction) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, TypedDict
 
-from state import InteractionRecord
+from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
@@ -17,6 +17,7 @@ from ._ids import (
     ACTION_DENY,
     ACTION_DENY_REASON,
     ACTION_EDIT,
+    ACTION_GRANT,
     ACTION_MORE,
     ACTION_MULTI,
     ACTION_OPTION,
@@ -168,9 +169,38 @@ def _multi_choice(record: InteractionRecord, choices: Choices) -> list[dict[str,
     return blocks
 
 
+def _duration(seconds: float) -> str:
+    """A grant's length as a button says it: `30 min`, `1 h`, `1.5 h`, `2 d`."""
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min"
+    if seconds < 48 * 3600:
+        return f"{round(seconds / 3600, 1):g} h"
+    return f"{round(seconds / 86400, 1):g} d"
+
+
+def _grant_buttons(record: InteractionRecord) -> list[dict[str, Any]]:
+    """ "Approve for this thread (1 h)" and the like, for the scopes the rule offers; none for
+    a rule that cannot be read (the gate refuses every answer to it anyway)."""
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        return []
+    if rule is None or rule.count != 1:
+        return []
+    length = _duration(rule.grant_ttl)
+    return [
+        _button(f"Approve for this {scope} ({length})", suffixed(ACTION_GRANT, scope), scope)
+        for scope in rule.grants
+        if scope != "thread" or record.thread_ts
+    ]
+
+
 def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
     if record.kind == "approval":
-        buttons = [_button("Approve", ACTION_APPROVE, "approve", "primary")]
+        buttons = [
+            _button("Approve", ACTION_APPROVE, "approve", "primary"),
+            *_grant_buttons(record),
+        ]
         if can_edit(record):
             buttons.append(_button("Edit and approve…", ACTION_EDIT, "edit"))
         buttons += [

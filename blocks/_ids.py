@@ -20,6 +20,7 @@ __all__ = [
     "ACTION_DENY",
     "ACTION_DENY_REASON",
     "ACTION_EDIT",
+    "ACTION_GRANT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -46,6 +47,7 @@ ActionName = Literal[
     "hb:deny",
     "hb:deny_reason",
     "hb:edit",
+    "hb:grant",
     "hb:confirm",
     "hb:cancel",
     "hb:option",
@@ -63,6 +65,9 @@ ACTION_DENY: Final = "hb:deny"
 ACTION_DENY_REASON: Final = "hb:deny_reason"
 ACTION_EDIT: Final = "hb:edit"
 """Opens the form an approver edits the arguments in before approving (`editable` rules)."""
+ACTION_GRANT: Final = "hb:grant"
+"""Approve and give a standing grant: `hb:grant:thread` or `hb:grant:channel`, the scope as the
+button's value (checked against the rule's `grants`)."""
 ACTION_CONFIRM: Final = "hb:confirm"
 ACTION_CANCEL: Final = "hb:cancel"
 ACTION_OPTION: Final = "hb:option"

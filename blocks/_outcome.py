@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from state import InteractionRecord
+from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._card import Message, render_card
 from ._choices import is_boolean
+from ._grant import grant_given_line
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, json_code_block, mention, to_display
 
@@ -33,6 +34,21 @@ def _approval_outcome(answer: Any) -> tuple[str, str | None]:
             to_display(reason) if reason not in (None, "") else None
         )
     return ("Approved" if answer is True else "Denied"), None
+
+
+def _grant_given(record: InteractionRecord) -> str:
+    """What an approval that also gave a standing grant adds to its status line."""
+    answer = record.answer
+    scope = answer.get("grant") if isinstance(answer, dict) else None
+    if scope not in ("thread", "channel") or record.answered_at is None:
+        return ""
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        return ""
+    if rule is None:
+        return ""
+    return grant_given_line(str(scope), record.answered_at + rule.grant_ttl)
 
 
 def _edits(record: InteractionRecord) -> list[str]:
@@ -84,7 +100,7 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
     if record.kind == "approval":
         verb, reason = _approval_outcome(record.answer)
         icon = "✅" if verb == "Approved" else "❌"
-        line = f"{icon} *{verb}* by {who}{when}"
+        line = f"{icon} *{verb}* by {who}{when}{_grant_given(record)}"
         edits = _edits(record)
         if edits:
             shown = ", ".join(edits[:_EDITS_SHOWN])

@@ -1,16 +1,18 @@
-"""Read-only views of the store for operators: the audit log and the cards still waiting."""
+"""Views of the store for operators (the audit log, the cards still waiting, the standing
+grants in force), and the one change they make from the command line: revoking a grant."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TextIO
 
 from state import open_store
 
-__all__ = ["print_audit", "print_pending"]
+__all__ = ["print_audit", "print_grants", "print_pending", "revoke"]
 
 
 def _when(ts: float) -> str:
@@ -82,3 +84,57 @@ async def print_pending(url: str | None, *, limit: int, as_json: bool, out: Text
     ]
     _table(rows, out)
     return len(records)
+
+
+async def print_grants(url: str | None, *, limit: int, as_json: bool, out: TextIO) -> int:
+    """Standing grants in force, the ones ending soonest first."""
+    async with open_store(url) as store:
+        grants = await store.active_grants(now=time.time(), limit=limit)
+    if as_json:
+        for grant in grants:
+            out.write(json.dumps(asdict(grant)) + "\n")
+        return len(grants)
+    if not grants:
+        out.write("No standing grant is in force.\n")
+        return 0
+    rows = [["id", "tool", "scope", "channel", "thread", "given by", "until"]]
+    rows += [
+        [
+            g.grant_id,
+            g.tool,
+            g.scope,
+            g.channel,
+            g.thread_ts or "-",
+            g.granted_by,
+            _when(g.expires_at),
+        ]
+        for g in grants
+    ]
+    _table(rows, out)
+    return len(grants)
+
+
+async def revoke(url: str | None, grant_id: str, *, by: str, out: TextIO) -> bool:
+    """Revoke a grant now, audited as `by`; says what happened, True when it was in force."""
+    from .slack._grants import revoke_grant
+
+    async with open_store(url) as store:
+        claim = await revoke_grant(store, grant_id, by=by, now=time.time())
+    grant = claim.grant
+    if grant is None:
+        out.write(f"There is no grant {grant_id!r} (`handback grants` lists them).\n")
+        return False
+    what = f"`{grant.tool}` in {grant.channel}" + (
+        f" thread {grant.thread_ts}" if grant.thread_ts else ""
+    )
+    if claim.won:
+        out.write(f"Revoked grant {grant_id}: {what}, given by {grant.granted_by}.\n")
+        return True
+    if grant.revoked_at is not None:
+        out.write(
+            f"Grant {grant_id} ({what}) was already revoked by {grant.revoked_by} "
+            f"at {_when(grant.revoked_at)}.\n"
+        )
+    else:
+        out.write(f"Grant {grant_id} ({what}) already ended at {_when(grant.expires_at)}.\n")
+    return False

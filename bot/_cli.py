@@ -1,6 +1,7 @@
 """The `handback` command: `handback run [MODULE:ATTR]` serves an agent in Slack, `handback dev`
 opens the local playground, `handback doctor` checks a deployment, `handback audit` and
-`handback pending` read the store.
+`handback pending` read the store, `handback grants` lists standing grants and
+`handback grants revoke ID` ends one.
 
 Mistakes in the command line or the configuration end with one line on stderr and exit code 2,
 never a traceback.
@@ -103,7 +104,38 @@ def _parser() -> argparse.ArgumentParser:
         )
         view.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
         view.add_argument("--json", action="store_true", help="one JSON object per line")
+    _grants_parser(commands)
     return parser
+
+
+def _store_option(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    parser.add_argument(
+        "--store",
+        # Nested: a sub-command's own default would replace a --store given before it.
+        default=argparse.SUPPRESS if nested else None,
+        metavar="URL",
+        help="redis://... or sqlite:///path (default: HANDBACK_STORE, else sqlite:///handback.db)",
+    )
+
+
+def _grants_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    about = "print the standing grants in force: tool, scope, who gave them, until when"
+    grants = commands.add_parser("grants", help=about, description=about)
+    _store_option(grants)
+    grants.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    grants.add_argument("--json", action="store_true", help="one JSON object per line")
+    actions = grants.add_subparsers(
+        dest="grants_command", metavar="ACTION", help="revoke: end a grant (default: list them)"
+    )
+    revoke_help = "end a standing grant now (audited); later calls show a card again"
+    revoke = actions.add_parser("revoke", help=revoke_help, description=revoke_help)
+    revoke.add_argument("grant_id", metavar="ID", help="the grant's id, as `handback grants` shows")
+    _store_option(revoke, nested=True)
+    revoke.add_argument(
+        "--by",
+        default=None,
+        help="who revokes it, for the audit log (default: cli:<your login name>)",
+    )
 
 
 def _fail(message: str) -> int:
@@ -127,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.command in ("audit", "pending"):
         return _view(args.command, args.store, args.limit, args.json)
+    if args.command == "grants":
+        return _grants(args)
     if args.command == "doctor":
         return _doctor(args.agent)
     return _run(args.agent, args.role)
@@ -139,24 +173,64 @@ def _version() -> str:
         return "(not installed)"
 
 
+def _existing_store(url: str | None) -> str:
+    """The store URL to read; raises `_Unusable` saying why it cannot be used."""
+    from state import StoreURLError, missing_sqlite_file, resolve_store_url
+
+    resolved = resolve_store_url(url)
+    try:
+        missing = missing_sqlite_file(resolved)
+    except StoreURLError as error:
+        raise _Unusable(str(error)) from None
+    if missing is not None:
+        # Opening it would create an empty database and report "empty": wrong folder, mostly.
+        raise _Unusable(
+            f"no store at {resolved} ({os.path.abspath(missing)} does not exist); "
+            "pass --store or set HANDBACK_STORE to the bot's store"
+        )
+    return resolved
+
+
+class _Unusable(Exception):
+    """A command line or store that cannot be used; the message says why."""
+
+
+def _grants(args: argparse.Namespace) -> int:
+    import getpass
+
+    from state import StoreError
+
+    from ._admin import print_grants, revoke
+
+    if args.grants_command is None and args.limit < 1:
+        return _fail(f"--limit must be at least 1, got {args.limit}")
+    try:
+        resolved = _existing_store(args.store)
+        if args.grants_command == "revoke":
+            by = args.by or f"cli:{getpass.getuser()}"
+            if not by.strip():
+                return _fail("--by must name someone")
+            done = asyncio.run(revoke(resolved, args.grant_id, by=by, out=sys.stdout))
+            return 0 if done else EXIT_CHECK_FAILED
+        asyncio.run(print_grants(resolved, limit=args.limit, as_json=args.json, out=sys.stdout))
+    except _Unusable as error:
+        return _fail(str(error))
+    except StoreError as error:
+        return _fail(f"the store cannot be used: {error}")
+    return 0
+
+
 def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
-    from state import StoreError, StoreURLError, missing_sqlite_file, resolve_store_url
+    from state import StoreError
 
     from ._admin import print_audit, print_pending
 
     if limit < 1:
         return _fail(f"--limit must be at least 1, got {limit}")
-    resolved = resolve_store_url(url)
     try:
-        missing = missing_sqlite_file(resolved)
-    except StoreURLError as error:
+        resolved = _existing_store(url)
+    except _Unusable as error:
         return _fail(str(error))
-    if missing is not None:
-        # Opening it would create an empty database and report "empty": wrong folder, mostly.
-        return _fail(
-            f"no store at {resolved} ({os.path.abspath(missing)} does not exist); "
-            "pass --store or set HANDBACK_STORE to the bot's store"
-        )
     show = print_audit if command == "audit" else print_pending
     try:
         asyncio.run(show(resolved, limit=limit, as_json=as_json, out=sys.stdout))

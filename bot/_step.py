@@ -36,6 +36,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
                 # An approver's edit (`Approval(editable=True)`): the arguments to run with
                 # instead, merged over the model's; secret-looking ones are never taken.
                 "arguments": {"type": "object"},
+                # A standing grant: its scope when given with this approval, or the id of the
+                # grant this call was approved under (`bot.slack`).
+                "grant": {"type": "string"},
             },
             "required": ["approved"],
             "additionalProperties": False,

@@ -11,13 +11,15 @@ from ._errors import (
     StoreError,
     StoreURLError,
 )
+from ._grant import Grant, GrantClaim, grant_id_for
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
-from ._keys import HOME_VIEWER_TTL, THREAD_LEASE_TTL
+from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, THREAD_LEASE_TTL
 from ._open import open_store, store_from_url
 from ._protocol import (
     AuditLog,
     ConversationStore,
+    GrantStore,
     HomeViewers,
     Inbox,
     InteractionStore,
@@ -45,6 +47,7 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "GRANT_GRACE",
     "HOME_VIEWER_TTL",
     "RULE_KEY",
     "THREAD_LEASE_TTL",
@@ -57,7 +60,10 @@ __all__ = [
     "AuditLog",
     "ConversationStore",
     "CorruptRecordError",
+    "Grant",
+    "GrantClaim",
     "GrantScope",
+    "GrantStore",
     "HandbackError",
     "HomeViewers",
     "Inbox",
@@ -86,6 +92,7 @@ __all__ = [
     "approval_of",
     "check_schema",
     "check_store",
+    "grant_id_for",
     "missing_sqlite_file",
     "open_store",
     "resolve_store_url",

@@ -12,6 +12,7 @@ __all__ = [
     "AUDIT_CAP",
     "DEFAULT_PREFIX",
     "DELIVERY_TTL",
+    "GRANT_GRACE",
     "HOME_VIEWER_CAP",
     "HOME_VIEWER_TTL",
     "INBOX_GROUP",
@@ -78,6 +79,10 @@ week after; past that they see the new ones the next time they open it."""
 
 HOME_VIEWER_CAP = 1000
 """The most viewers kept (the latest ones): refreshing is a Slack call per viewer."""
+
+GRANT_GRACE = DAY
+"""A grant outlives its `expires_at` by a day, so a late revoke (or a look at it) reads
+"expired" rather than "unknown"; no grant covers anything past `expires_at`."""
 
 AUDIT_CAP = 10_000
 """The audit log keeps the newest entries only: it is for people reading recent activity."""
@@ -194,6 +199,23 @@ class RedisKeys:
         """String set with NX and a `DELIVERY_TTL`: an item with this dedupe key was enqueued."""
         return f"{self.namespace}{{inbox}}:seen:{dedupe}"
 
+    def grant(self, grant_id: str) -> str:
+        """Hash with a TTL (`GRANT_GRACE` past its expiry): `rec` (the grant's JSON as added),
+        `expires_at`, and `revoked_at` / `revoked_by` once revoked."""
+        return f"{self.namespace}grant:{grant_id}"
+
+    @property
+    def grants(self) -> str:
+        """Sorted set of every grant id scored by `expires_at`; entries long past it are
+        dropped as grants are added."""
+        return f"{self.namespace}grants"
+
+    def grant_scope(self, tool: str, channel: str, thread_ts: str | None) -> str:
+        """Sorted set of the ids of the grants for `tool` in that thread (or, with None, the
+        whole channel), scored by `expires_at`: what a call there looks up."""
+        where = _escape(tool) + ":" + _escape(channel) + ":" + _escape(thread_ts or "")
+        return f"{self.namespace}grant-scope:{where}"
+
     @property
     def home_viewers(self) -> str:
         """Sorted set of user ids scored by when their last App Home visit stops counting;
@@ -217,5 +239,8 @@ def hash_tag(key: str) -> str:
 
 
 def _thread_id(channel: str, thread_ts: str) -> str:
-    escaped = channel.replace("%", "%25").replace(":", "%3A")
-    return f"{escaped}:{thread_ts}"
+    return f"{_escape(channel)}:{thread_ts}"
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._grant import Grant, GrantClaim
 from ._inbox import WorkItem
 from ._records import (
     AnswerClaim,
@@ -22,6 +23,7 @@ from ._records import (
 __all__ = [
     "AuditLog",
     "ConversationStore",
+    "GrantStore",
     "HomeViewers",
     "Inbox",
     "InteractionStore",
@@ -229,7 +231,62 @@ class Inbox(Protocol):
 
 
 @runtime_checkable
-class Store(RunStore, InteractionStore, ConversationStore, AuditLog, HomeViewers, Inbox, Protocol):
+class GrantStore(Protocol):
+    """Standing grants: later calls of a tool in a thread or channel approved by whoever gave
+    the grant, until it expires or is revoked."""
+
+    async def add_grant(self, grant: Grant, *, audit: AuditEntry) -> bool:
+        """Store the grant and write `audit`, in one atomic step; False (nothing written) when
+        a grant with its id exists already (its id derives from the approval it came with, so a
+        retried click adds it once, even after a revoke) or it has expired at `created_at`."""
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """The grant as stored (revoked or expired too, within `GRANT_GRACE`); None if unknown."""
+
+    async def covering_grants(
+        self, tool: str, *, channel: str, thread_ts: str | None, now: float
+    ) -> list[Grant]:
+        """The grants active at `now` that cover a call of `tool` there: the thread's grants
+        for it and the channel's, the longest-lasting first."""
+
+    async def active_grants(
+        self, *, now: float, granted_by: str | None = None, limit: int = 100
+    ) -> list[Grant]:
+        """Grants active at `now` (those `granted_by` gave, when set), expiring soonest first."""
+
+    async def revoke_grant(
+        self, grant_id: str, *, by: str, now: float, audit: AuditEntry
+    ) -> GrantClaim:
+        """Atomically revoke a grant active at `now`, writing `audit` when that wins (one round
+        trip). Lost when it is unknown, revoked already or expired; the grant comes back as
+        stored so the caller can say which."""
+
+    async def answer_under_grant(
+        self,
+        interaction_id: str,
+        *,
+        grant_id: str,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+    ) -> InteractionClaim:
+        """`answer_interaction` and its `audit` entry, won only while the grant is active at
+        `now` too, checked in the same atomic step: once `revoke_grant` returns, no answer under
+        that grant is taken any more. A lost claim returns the interaction as stored."""
+
+
+@runtime_checkable
+class Store(
+    RunStore,
+    InteractionStore,
+    ConversationStore,
+    AuditLog,
+    HomeViewers,
+    Inbox,
+    GrantStore,
+    Protocol,
+):
     """Everything handback persists; `open_store(url)` returns one."""
 
     async def aclose(self) -> None:

@@ -32,7 +32,15 @@ RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
 continued without running a finished call again. It is never claimable and never settled."""
 InteractionStatus = Literal["pending", "answered", "expired", "superseded", "cancelled"]
 AuditAction = Literal[
-    "answered", "refused", "expired", "superseded", "cancelled", "resumed", "stopped"
+    "answered",
+    "refused",
+    "expired",
+    "superseded",
+    "cancelled",
+    "resumed",
+    "stopped",
+    "granted",
+    "revoked",
 ]
 
 

@@ -64,6 +64,7 @@ from ._records import (
     TurnClaim,
 )
 from ._redis_cluster import CallGate, RedisClient, open_cluster
+from ._redis_grants import RedisGrants
 from ._redis_inbox import RedisInbox
 from ._url import mask_url, redis_options, store_kind
 
@@ -328,6 +329,31 @@ return {1, ix, r[1], ARGV[9], log[1], log[2]}
 """
 )
 
+# KEYS: interaction, due, settled, audit, grant. ARGV: id, answer, answered_by, now, settled
+# TTL, audit entry, audit cap. `_ANSWER` with its audit entry, taken only while the grant is
+# neither revoked nor expired: a revoke and an answer under it are ordered by Redis itself.
+_ANSWER_UNDER_GRANT = (
+    _READ_IX
+    + _MARK_SETTLED
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
+if not v[1] then return {0} end
+local g = redis.call('HMGET', KEYS[5], 'expires_at', 'revoked_at')
+local now, expires_at = tonumber(ARGV[4]), tonumber(v[2])
+if v[1] ~= 'pending' or not expires_at or expires_at <= now
+   or not g[1] or g[2] or tonumber(g[1]) <= now then
+  return {0, read_ix(KEYS[1])}
+end
+redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
+           'answered_by', ARGV[3], 'answered_at', ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+mark_settled(KEYS[1], KEYS[3], ARGV[5])
+redis.call('LPUSH', KEYS[4], ARGV[6])
+redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
+return {1, read_ix(KEYS[1])}
+"""
+)
+
 _CLOSE = (
     _READ_IX
     + _MARK_SETTLED
@@ -437,7 +463,7 @@ _SETTLED_BATCH = 100
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
-class RedisStore(RedisInbox):
+class RedisStore(RedisInbox, RedisGrants):
     """`Store` on Redis (redis-py's asyncio client); every call is one round trip.
 
     Build it with `RedisStore.from_url(url)` (a `?prefix=` query names the key namespace) or
@@ -482,7 +508,9 @@ class RedisStore(RedisInbox):
         self._home_opened = client.register_script(_HOME_OPENED)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
+        self._answer_under_grant = client.register_script(_ANSWER_UNDER_GRANT)
         self._register_inbox(client)
+        self._register_grants(client)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -794,6 +822,42 @@ class RedisStore(RedisInbox):
         if turn is not None and len(reply) >= 4:
             run = _decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[2:])
         return AnswerClaim(won=claim.won, record=claim.record, run=run)
+
+    async def answer_under_grant(
+        self,
+        interaction_id: str,
+        *,
+        grant_id: str,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+    ) -> InteractionClaim:
+        """The answer and its audit entry, in one script that checks the grant too."""
+        check_now(now)
+        keys = self._keys
+        reply = await self._send(
+            self._answer_under_grant(
+                keys=[
+                    keys.interaction(interaction_id),
+                    keys.due,
+                    keys.settled,
+                    keys.audit,
+                    keys.grant(grant_id),
+                ],
+                args=[
+                    interaction_id,
+                    encode_answer(answer),
+                    answered_by,
+                    repr(float(now)),
+                    SETTLED_TTL,
+                    encode_audit(audit),
+                    AUDIT_CAP,
+                ],
+                client=self._live(),
+            )
+        )
+        return self._interaction_claim(interaction_id, reply)
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float

@@ -38,7 +38,6 @@ from ._codec import (
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
-    AUDIT_CAP,
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
     PRUNE_EVERY,
@@ -59,7 +58,9 @@ from ._records import (
     ThreadStop,
     TurnClaim,
 )
+from ._sqlite_grants import GRANT_ACTIVE, GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
+from ._sqlite_tx import append_audit as _append_audit
 from ._sqlite_tx import transaction as _transaction
 from ._url import Synchronous, sqlite_options
 
@@ -187,6 +188,7 @@ _PRUNED = (
     "deliveries",
     "home_viewers",
     "inbox_seen",
+    "grants",
 )
 
 # A layout-2 record names its log by row id; its messages are the chunks of that log before its
@@ -363,12 +365,6 @@ def _save_appended(
     return True
 
 
-def _append_audit(conn: sqlite3.Connection, rec: str) -> None:
-    newest = conn.execute("INSERT INTO audit (rec) VALUES (?)", (rec,)).lastrowid
-    if newest is not None and newest > AUDIT_CAP:
-        conn.execute("DELETE FROM audit WHERE id <= ?", (newest - AUDIT_CAP,))
-
-
 def _decode_loaded(run_id: str, rows: list[Any]) -> RunRecord | None:
     """The run of `_LOAD_RUN`'s rows: the record and, for layout 2, its transcript."""
     if not rows:
@@ -438,7 +434,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         time.sleep(0.01)
 
 
-class SQLiteStore(SQLiteInbox):
+class SQLiteStore(SQLiteInbox, SQLiteGrants):
     """`Store` on an SQLite file (or `:memory:`); the schema is created on open.
 
     `SQLiteStore(path)` opens it now; `SQLiteStore.from_url("sqlite:///handback.db")` reads an
@@ -489,7 +485,7 @@ class SQLiteStore(SQLiteInbox):
         # In WAL mode NORMAL loses at most the last commits on power loss, never consistency;
         # FULL (`?synchronous=full`) fsyncs each commit for those who cannot lose even those.
         conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
-        schema = (_SCHEMA + INBOX_SCHEMA).split(";")
+        schema = (_SCHEMA + INBOX_SCHEMA + GRANT_SCHEMA).split(";")
         _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
         self._prune(time.time())
 
@@ -709,6 +705,32 @@ class SQLiteStore(SQLiteInbox):
         if turn is not None and run_row is not None:
             run = _decode_loaded(turn.run_id, run_row)
         return AnswerClaim(won=won, record=record, run=run)
+
+    async def answer_under_grant(
+        self,
+        interaction_id: str,
+        *,
+        grant_id: str,
+        answer: Any,
+        answered_by: str,
+        now: float,
+        audit: AuditEntry,
+    ) -> InteractionClaim:
+        """The answer and its audit entry, in one transaction that checks the grant first."""
+        check_now(now)
+        answer_params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
+        entry = encode_audit(audit).decode()
+
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            if conn.execute(GRANT_ACTIVE, (grant_id, now)).fetchone() is not None:
+                rows = conn.execute(_ANSWER, answer_params).fetchall()
+                if rows:
+                    _append_audit(conn, entry)
+                    return True, rows[0]
+            return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+
+        won, row = await self._call(lambda conn: _transaction(conn, partial(claim, conn)))
+        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float

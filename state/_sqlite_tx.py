@@ -1,4 +1,5 @@
-"""The write transaction every multi-statement SQLite operation runs in."""
+"""The write transaction every multi-statement SQLite operation runs in, and the audit append
+several of them make inside it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["transaction"]
+from ._keys import AUDIT_CAP
+
+__all__ = ["append_audit", "transaction"]
 
 _T = TypeVar("_T")
 
@@ -27,3 +30,10 @@ def transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+def append_audit(conn: sqlite3.Connection, rec: str) -> None:
+    """Add an audit entry (its JSON), dropping the oldest beyond `AUDIT_CAP`."""
+    newest = conn.execute("INSERT INTO audit (rec) VALUES (?)", (rec,)).lastrowid
+    if newest is not None and newest > AUDIT_CAP:
+        conn.execute("DELETE FROM audit WHERE id <= ?", (newest - AUDIT_CAP,))

@@ -464,6 +464,12 @@ class Answers:
             claim = await self._claim(
                 record, user=user, answer=answer, child_id=child_id, hold=hold
             )
+            if claim.record is not None and (
+                claim.won or _own_earlier_answer(claim.record, user, work, answer)
+            ):
+                # A grant given with the answer: added after the claim under an id derived from
+                # the interaction, so a retry of this item after a crash adds it, once.
+                await self.conversations.grants.give(claim.record)
         except BaseException:
             if hold is not None:
                 self.conversations.let_go(hold)

@@ -33,6 +33,7 @@ from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from .._agent import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 from ._chat import Chat, escape
+from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
 from ._worker import derived_run_id, hand_to_done, in_work_item, lease_handed_over
@@ -109,6 +110,7 @@ class Conversations:
         self.home_changed: Callable[[list[InteractionRecord]], None] | None = None
         """Told (without waiting) which requests were posted or closed, so App Home views that
         list them are refreshed."""
+        self.grants = Grants(store=store, chat=chat, policy=policy, members=members, clock=clock)
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def hold_turn(self, thread: Thread) -> TurnHold | None:
@@ -290,8 +292,10 @@ class Conversations:
     ) -> None:
         parent_id = slot.run_id or await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
-            # A retry after the first attempt saved this very run: replay it, not its parent.
-            parent_id = None
+            # A retry after the first attempt saved this very run (and pointed the thread at
+            # it): replay it, with the parent it was made from, as the runtime checks.
+            saved = await self.store.load_run(run_id)
+            parent_id = saved.parent_id if saved is not None else None
         try:
             by = [thread.requester] if thread.requester else []
             run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
@@ -602,8 +606,14 @@ class Conversations:
     ) -> None:
         now = self.clock()
         records: list[InteractionRecord] = []
+        granted = False
         for event in events:
             existing = await self.store.get_interaction(event.interaction_id)
+            if existing is not None and used_grant(existing):
+                # A retry of a turn whose first attempt approved this under a grant: no card;
+                # the run's resume is queued below (again: the queue drops a repeat).
+                granted = True
+                continue
             record = InteractionRecord(
                 interaction_id=event.interaction_id,
                 run_id=run_id,
@@ -629,6 +639,9 @@ class Conversations:
         for record in records:
             if record.message_ts:
                 continue
+            if await self.grants.answer(record) is not None:
+                granted = True  # Approved under a standing grant: no card.
+                continue
             card = blocks.render_card(record)
             ts = await self.chat.post(
                 thread.channel, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
@@ -643,6 +656,18 @@ class Conversations:
             await self._note_unapprovable(record, thread)
         if self.home_changed is not None:
             self.home_changed(records)
+        if granted:
+            await self._resume_granted(run_id)
+
+    async def _resume_granted(self, run_id: str) -> None:
+        """Queue the resume of a run whose approvals grants answered, once nothing else of it
+        is pending: this turn holds the thread, so the resume runs as a work item after it, as
+        the settled-run recovery would queue it (same work id, so the two never both run). A
+        crash before this line leaves a settled run, which that recovery finds."""
+        if any(r.status == "pending" for r in await self.store.run_interactions(run_id)):
+            return  # A card waits too; its answer resumes the run with every answer.
+        key = f"recover:{run_id}"
+        await self.store.enqueue("recover", {"id": key, "run_id": run_id}, dedupe=key)
 
     async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,

@@ -25,8 +25,13 @@ def test_version() -> None:
 def test_every_option_of_every_command_has_help() -> None:
     parser = _parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(commands.choices) == {"run", "dev", "doctor", "audit", "pending"}
+    assert set(commands.choices) == {"run", "dev", "doctor", "audit", "pending", "grants"}
     for name, command in commands.choices.items():
         assert command.description, name
         for action in command._actions:
             assert action.help, f"`handback {name} {action.dest}` has no help"
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, nested in action.choices.items():
+                    assert nested.description, f"{name} {sub}"
+                    for option in nested._actions:
+                        assert option.help, f"`handback {name} {sub} {option.dest}` has no help"

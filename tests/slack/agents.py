@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bot import Agent, Tool, suspend
+from bot import Agent, Approval, Tool, suspend
 from bot.testing import FunctionModel
 from bot.tools import ask_user, ask_user_multi, confirm
 
@@ -349,3 +349,12 @@ laundering_agent = Agent(
 )
 """Asks what to do for every message, and deploys (behind an approval) when the answer says
 "deploy": the shape of four-eyes laundering, where whoever answers steers the model."""
+
+
+grant_agent = Agent(
+    name="granter",
+    model=_script(_tool_call("deploy", service="api", environment="dev")),
+    tools=[Tool(deploy, requires_approval=Approval(grants=("thread", "channel"), grant_ttl=3600))],
+)
+"""Deploys (behind an approval whose approver may grant the thread or the channel for an hour)
+for every message."""

@@ -92,7 +92,7 @@ async def test_an_event_past_its_retention_counts_as_new(store: SQLiteStore, db:
 async def test_the_audit_log_is_capped(
     store: SQLiteStore, db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("state._sqlite.AUDIT_CAP", 3)
+    monkeypatch.setattr("state._sqlite_tx.AUDIT_CAP", 3)
     for n in range(5):
         await store.audit(AuditEntry(at=float(n), action="refused"))
     assert raw(db, "SELECT count(*) FROM audit") == [(3,)]
