@@ -32,6 +32,7 @@ from ._records import (
     ThreadLease,
     ThreadStop,
     TurnClaim,
+    Vote,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
@@ -72,6 +73,7 @@ __all__ = [
     "ThreadLease",
     "ThreadStop",
     "TurnClaim",
+    "Vote",
     "WorkItem",
     "approval_of",
     "check_schema",
