@@ -10,6 +10,7 @@ from ._card import Message, render_card
 from ._choices import is_boolean
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, json_code_block, mention, to_display
+from ._votes import names
 
 __all__ = ["render", "render_answered", "render_closed"]
 
@@ -49,7 +50,13 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
     if record.kind == "approval":
         verb, reason = _approval_outcome(record.answer)
         icon = "✅" if verb == "Approved" else "❌"
+        voters = [vote.user for vote in record.votes]
+        if verb == "Approved" and voters:
+            # Two-person rule: everyone whose approval counted, in the order they came.
+            who = names(voters)
         line = f"{icon} *{verb}* by {who}{when}"
+        if verb == "Denied" and voters:
+            line += f"\nApproved before that by {names(voters)}"
         if reason is not None:
             # One line: a typed line break could add a fake "Approved by" under the real status.
             flat = " ".join(part.strip() for part in reason.splitlines() if part.strip())

@@ -26,7 +26,12 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         {"type": "boolean"},
         {
             "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                # Who approved, when the rule needed several (`Approval.count`).
+                "approvers": {"type": "array", "items": {"type": "string"}},
+            },
             "required": ["approved"],
             "additionalProperties": False,
         },

@@ -27,6 +27,7 @@ from state import (
     StoreError,
     ThreadLease,
     TurnClaim,
+    approval_of,
 )
 
 from .. import Cancel, _logging, _metrics
@@ -372,13 +373,34 @@ class Answers:
 
         A retried work item finds its own earlier claim (same person, same answer): it goes on
         to the resume its first attempt may not have finished, and is not told "already".
+
+        An Approve of a rule with `count` > 1 is one vote (`answer_and_claim(needed=...)`):
+        before the last, the card shows who approved so far and stays open; the last answers
+        with every approver and resumes as above. The same person twice counts once, and is
+        told so.
         """
+        try:
+            needed = _votes_needed(record, answer)
+        except Refusal as error:
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=str(error),
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+            )
+            return
+        if needed > 1:
+            # A vote: the store adds who approved to the answer, with the last vote.
+            kept = answer.items() if isinstance(answer, dict) else {"approved": True}.items()
+            answer = {key: value for key, value in kept if key != "approvers"}
         thread = _thread_of(record)
         child_id = None if work is None else work.run_id("resume")
         hold = None if child_id is None else await self.conversations.hold_turn(thread)
         try:
             claim = await self._claim(
-                record, user=user, answer=answer, child_id=child_id, hold=hold
+                record, user=user, answer=answer, child_id=child_id, hold=hold, needed=needed
             )
         except BaseException:
             if hold is not None:
@@ -406,6 +428,14 @@ class Answers:
             return
         if hold is not None:
             self.conversations.let_go(hold)
+        if (
+            stored is not None
+            and stored.status == "pending"
+            and stored.expires_at > self.clock()
+            and _voted(stored, user)
+        ):
+            await self._counted(stored, user=user, partial=claim.partial, work=work)
+            return
         if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
             await self.conversations.show_closed(stored)
             await self.resume_if_complete(
@@ -437,16 +467,20 @@ class Answers:
         answer: Any,
         child_id: str | None,
         hold: TurnHold | None,
+        needed: int,
     ) -> AnswerClaim:
         now = self.clock()
-        entry = AuditEntry(
-            at=now,
-            action="answered",
-            interaction_id=record.interaction_id,
-            run_id=record.run_id,
-            user=user,
-            detail=_short_json(answer),
-        )
+        entries = [
+            AuditEntry(
+                at=now,
+                action="answered",
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+                user=user,
+                detail=f"approved {k} of {needed}" if needed > 1 else _short_json(answer),
+            )
+            for k in range(1, needed + 1)
+        ]
         turn = None
         if child_id is not None and hold is not None:
             lease = ThreadLease(
@@ -463,9 +497,39 @@ class Answers:
             answer=answer,
             answered_by=user,
             now=now,
-            audit=entry,
+            audit=entries,
             turn=turn,
+            needed=needed,
         )
+
+    async def _counted(
+        self, record: InteractionRecord, *, user: str, partial: bool, work: Work | None
+    ) -> None:
+        """After a vote that is not the last: the card shows who approved so far and stays open.
+        A second vote by the same person is refused, unless it is this work item's own retry."""
+        if partial or (work is not None and work.retry):
+            _metrics.ANSWERS.labels(outcome="accepted").inc()
+            await self._show_votes(record)
+            return
+        missing = _votes_needed(record, {"approved": True}) - len(record.votes)
+        more = "one more approver" if missing == 1 else f"{missing} more approvers"
+        await self._refuse(
+            user=user,
+            channel=record.channel,
+            thread_ts=record.thread_ts,
+            reason=f"You already approved this; it needs {more}.",
+            interaction_id=record.interaction_id,
+            run_id=record.run_id,
+        )
+
+    async def _show_votes(self, record: InteractionRecord) -> None:
+        """Update the open card with the votes in `record`. Another vote (or the last one, which
+        closes the card) may have been stored and shown meanwhile, and this older picture must
+        not land on top of it: the stored state is read again, and shown if it moved on."""
+        await self.conversations.show_closed(record)
+        now = await self.store.get_interaction(record.interaction_id)
+        if now is not None and (now.status != record.status or now.votes != record.votes):
+            await self.conversations.show_closed(now)
 
     async def resume_if_complete(
         self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
@@ -577,6 +641,32 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
     ]
 
 
+def _votes_needed(record: InteractionRecord, answer: Any) -> int:
+    """How many distinct approvers `answer` is one of: the rule's count for an Approve, 1 for
+    a denial (one ends it) and for anything but an approval. Fails closed: a rule that does not
+    read back is refused (the policy already refused it; this is the claim's own check)."""
+    if record.kind != "approval" or not _approves(answer):
+        return 1
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError as error:
+        log.error("refusing an approval of %s: %s", record.interaction_id, error)
+        raise Refusal(
+            "This request's approval rule cannot be read, so nobody can approve it."
+        ) from None
+    return 1 if rule is None else rule.count
+
+
+def _approves(answer: Any) -> bool:
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
+
+
+def _voted(record: InteractionRecord, user: str) -> bool:
+    return any(vote.user == user for vote in record.votes)
+
+
 def _plain_approval(answer: Any) -> bool:
     if isinstance(answer, dict):
         return answer.get("approved") is True and not answer.get("reason")
@@ -593,8 +683,15 @@ def _own_earlier_answer(
         and work.retry
         and record.status == "answered"
         and record.answered_by == user
-        and (answer is None or record.answer == answer)
+        and (answer is None or record.answer in (answer, _with_voters(answer, record)))
     )
+
+
+def _with_voters(answer: Any, record: InteractionRecord) -> Any:
+    """`answer` as the store kept it when it was the last of several votes."""
+    if not isinstance(answer, dict) or not record.votes:
+        return answer
+    return {**answer, "approvers": [vote.user for vote in record.votes]}
 
 
 def _cancel_reason(status: InteractionStatus) -> str:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bot import Agent, Tool, suspend
+from bot import Agent, Approval, Tool, suspend
 from bot.testing import FunctionModel
 from bot.tools import ask_user, ask_user_multi, confirm
 
@@ -55,6 +55,14 @@ approval_agent = Agent(
     model=_script(_tool_call("deploy", service="api", environment="prod")),
     tools=[Tool(deploy, requires_approval=True)],
 )
+
+
+two_person_agent = Agent(
+    name="two-person",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=Approval(count=2))],
+)
+"""Deploys only once two people other than whoever asked approved (the two-person rule)."""
 
 
 def _deploy_api_then_web(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
