@@ -18,6 +18,7 @@ from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop, Vote
 
 __all__ = [
     "INTERACTION_OVERLAY",
+    "approves",
     "check_interaction_times",
     "check_now",
     "decode_audit",
@@ -333,6 +334,14 @@ def encode_interaction(record: InteractionRecord) -> bytes:
 
 def encode_answer(answer: Any) -> bytes:
     return pydantic_core.to_json(answer)
+
+
+def approves(answer: Any) -> bool:
+    """Whether an answer approves (`True`, or an object whose `approved` is `true`): the
+    answers a store checks against the approval's rule (`answer_and_claim(needed=...)`)."""
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
 
 
 def vote_audits(

@@ -100,6 +100,10 @@ class InteractionStore(Protocol):
         changes (`partial`). The `needed`-th answers it with `answer` plus `"approvers"`, every
         voter's id in vote order, and claims the turn as above. A repeated vote changes nothing
         and loses; the record it returns lists that person among its `votes`.
+
+        Fails closed: an Approve (`True`, or an object whose `approved` is true) of an approval
+        whose stored rule asks for another number of approvers than `needed` (or whose rule does
+        not read back) loses and changes nothing; the record comes back still pending.
         """
 
     async def close_interaction(

@@ -21,6 +21,7 @@ from redis.exceptions import RedisClusterException
 
 from ._codec import (
     INTERACTION_OVERLAY,
+    approves,
     check_interaction_times,
     check_now,
     decode_audit,
@@ -292,8 +293,11 @@ return {won, read_ix(KEYS[1])}
 
 # KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
 # claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
-# run id, child id, lease owner, lease ms (empty without a turn), votes needed, this vote, then
-# the audit entries of votes 1 .. needed - 1. The answer as `_ANSWER`, its audit entry with it;
+# run id, child id, lease owner, lease ms (empty without a turn), votes needed, whether the answer
+# approves, this vote, then the audit entries of votes 1 .. needed - 1. An Approve of an approval
+# whose rule asks for another number of approvers than `needed` loses (fail closed: a caller that
+# forgot the rule must not let one person approve a two-person request). Then the answer as
+# `_ANSWER`, its audit entry with it;
 # then, only when this was the run's one interaction, the run paused and unclaimed and the lease
 # free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
 # interactions, or a busy thread, is resumed the long way, where the runtime claims it).
@@ -312,6 +316,17 @@ if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
   return {0, read_ix(KEYS[1])}
 end
 local needed, answer = tonumber(ARGV[12]), ARGV[2]
+if ARGV[13] == '1' then
+  local rec = cjson.decode(redis.call('HGET', KEYS[1], 'rec'))
+  if rec.kind == 'approval' then
+    local rule, count = rec.payload.rule, 1
+    if rule ~= nil and rule ~= cjson.null then
+      if type(rule) ~= 'table' then return {0, read_ix(KEYS[1])} end
+      if rule.count ~= nil and rule.count ~= cjson.null then count = rule.count end
+    end
+    if type(count) ~= 'number' or count ~= needed then return {0, read_ix(KEYS[1])} end
+  end
+end
 if needed > 1 then
   local votes = v[4] and cjson.decode(v[4]) or {}
   local users = {}
@@ -321,12 +336,12 @@ if needed > 1 then
   end
   users[#users + 1] = ARGV[3]
   if #votes == 0 then
-    redis.call('HSET', KEYS[1], 'votes', '[' .. ARGV[13] .. ']')
+    redis.call('HSET', KEYS[1], 'votes', '[' .. ARGV[14] .. ']')
   else
-    redis.call('HSET', KEYS[1], 'votes', string.sub(v[4], 1, -2) .. ',' .. ARGV[13] .. ']')
+    redis.call('HSET', KEYS[1], 'votes', string.sub(v[4], 1, -2) .. ',' .. ARGV[14] .. ']')
   end
   if #users < needed then
-    redis.call('LPUSH', KEYS[4], ARGV[13 + #users])
+    redis.call('LPUSH', KEYS[4], ARGV[14 + #users])
     redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
     return {1, read_ix(KEYS[1]), 1}
   end
@@ -809,7 +824,11 @@ class RedisStore(RedisInbox):
                 lease_millis(lease.owner, turn.lease_ttl),
             ]
         args += turn_args
-        args += [needed, encode_vote(Vote(user=answered_by, at=float(now)))]
+        args += [
+            needed,
+            int(approves(answer)),
+            encode_vote(Vote(user=answered_by, at=float(now))),
+        ]
         args += [encode_audit(entry) for entry in entries[:-1]]
         reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
         claim = self._interaction_claim(interaction_id, reply)

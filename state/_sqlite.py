@@ -21,8 +21,10 @@ from typing import Any, Self, TypeVar
 
 import pydantic_core
 
+from ._approval import approval_of
 from ._codec import (
     INTERACTION_OVERLAY,
+    approves,
     check_interaction_times,
     check_now,
     decode_audit,
@@ -427,6 +429,21 @@ def _add_columns(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
+def _rule_needs(conn: sqlite3.Connection, interaction_id: str, needed: int) -> bool:
+    """Inside the answer's transaction, for an Approve: False when the interaction is an
+    approval whose rule asks for another number of approvers than `needed`, or whose rule does
+    not read back (fail closed: a caller that forgot the rule must not let one person approve a
+    two-person request)."""
+    row = conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+    if row is None:
+        return True  # the answer that follows finds nothing and loses
+    try:
+        rule = approval_of(_decode_ix(row))
+    except CorruptRecordError:
+        return False
+    return rule is None or rule.count == needed
+
+
 def _vote(
     conn: sqlite3.Connection, interaction_id: str, ballot: _Ballot, now: float
 ) -> tuple[str, Any]:
@@ -730,6 +747,7 @@ class SQLiteStore(SQLiteInbox):
         entries = [encode_audit(entry).decode() for entry in checked]
         if turn is not None and not turn.child_id:
             raise ValueError("`child_id` must be a non-empty run id")
+        approving = approves(answer)
         ballot = None
         if needed > 1:
             vote = encode_vote(Vote(user=answered_by, at=float(now))).decode()
@@ -740,6 +758,8 @@ class SQLiteStore(SQLiteInbox):
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any, bool]:
             answered = encode_answer(answer).decode()
+            if approving and not _rule_needs(conn, interaction_id, needed):
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None, False
             if ballot is not None:
                 outcome, answered = _vote(conn, interaction_id, ballot, now)
                 if outcome != "last":

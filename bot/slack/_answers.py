@@ -45,6 +45,8 @@ Expire = Callable[[InteractionRecord], Awaitable[None]]
 
 _ELSEWHERE = "This control does not belong to a request in this channel."
 
+_RULE_UNREADABLE = "This request's approval rule cannot be read, so nobody can approve it."
+
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
 
@@ -406,7 +408,7 @@ class Answers:
             if hold is not None:
                 self.conversations.let_go(hold)
             raise
-        stored = claim.record
+        stored, now = claim.record, self.clock()
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
             hold.leased = True
@@ -431,7 +433,7 @@ class Answers:
         if (
             stored is not None
             and stored.status == "pending"
-            and stored.expires_at > self.clock()
+            and stored.expires_at > now
             and _voted(stored, user)
         ):
             await self._counted(stored, user=user, partial=claim.partial, work=work)
@@ -444,6 +446,12 @@ class Answers:
             return
         if not claim.won or stored is None:
             reason = _closed_reason(stored) if stored else "handback has no such request."
+            if stored is not None and stored.status == "pending" and stored.expires_at > now:
+                # Still open, yet lost: the store found the approval's rule at odds with the
+                # number of approvers asked for (it fails closed), so nothing was approved.
+                reason = (
+                    "This request's approval rule could not be checked, so nobody can approve it."
+                )
             await self._refuse(
                 user=user,
                 channel=record.channel,
@@ -651,9 +659,7 @@ def _votes_needed(record: InteractionRecord, answer: Any) -> int:
         rule = approval_of(record)
     except CorruptRecordError as error:
         log.error("refusing an approval of %s: %s", record.interaction_id, error)
-        raise Refusal(
-            "This request's approval rule cannot be read, so nobody can approve it."
-        ) from None
+        raise Refusal(_RULE_UNREADABLE) from None
     return 1 if rule is None else rule.count
 
 

@@ -37,10 +37,10 @@ def _turn(owner: str = "worker-a", child: str = "run-child") -> TurnClaim:
     return TurnClaim(run_id="run-1", child_id=child, lease=lease, lease_ttl=30)
 
 
-async def _approval(store: Store, **fields: object) -> None:
+async def _approval(store: Store, count: int = 2, **fields: object) -> None:
     await store.save_run(make_run("run-1"))
     record = make_interaction(
-        "ix-1", "run-1", kind="approval", payload={"tool": "deploy", "rule": {"count": 2}}
+        "ix-1", "run-1", kind="approval", payload={"tool": "deploy", "rule": {"count": count}}
     )
     for name, value in fields.items():
         setattr(record, name, value)
@@ -121,7 +121,7 @@ async def test_the_same_person_twice_counts_once(store: Store) -> None:
 
 
 async def test_three_votes_of_three_needed(store: Store) -> None:
-    await _approval(store)
+    await _approval(store, count=3)
     outcomes = []
     for user in ("UA", "UB", "UA", "UC", "UD"):
         claim = await _vote(store, user, needed=3)
@@ -181,6 +181,49 @@ async def test_votes_need_an_object_answer_and_an_entry_per_vote(store: Store) -
         )
     record = await store.get_interaction("ix-1")
     assert record is not None and record.votes == [] and record.status == "pending"
+
+
+async def test_an_approve_that_does_not_match_the_rule_loses(store: Store) -> None:
+    """A caller that forgot the rule (`needed=1` for a two-person approval) approves nothing."""
+    await _approval(store)
+    for answer in (True, {"approved": True}):
+        claim = await store.answer_and_claim(
+            "ix-1",
+            answer=answer,
+            answered_by="UBOB",
+            now=time.time(),
+            audit=_entries("UBOB", 1),
+            turn=_turn(),
+        )
+        assert not claim.won and claim.run is None
+        assert claim.record is not None and claim.record.status == "pending"
+    three = await _vote(store, "UBOB", needed=3)
+    assert not three.won and three.record is not None and three.record.votes == []
+    assert await store.recent_audit() == []
+
+
+async def test_the_rule_is_read_as_approval_of_reads_it(store: Store) -> None:
+    await store.save_run(make_run("run-1"))
+    plain = make_interaction("ix-1", "run-1", kind="approval", payload={"tool": "deploy"})
+    corrupt = make_interaction(
+        "ix-2", "run-1", kind="approval", payload={"tool": "deploy", "rule": {"count": "two"}}
+    )
+    question = make_interaction("ix-3", "run-1", payload={"question": "ok?"})
+    await store.add_interactions([plain, corrupt, question])
+
+    async def answer(interaction_id: str) -> bool:
+        claim = await store.answer_and_claim(
+            interaction_id,
+            answer=True,
+            answered_by="UBOB",
+            now=time.time(),
+            audit=_entries("UBOB", 1),
+        )
+        return claim.won
+
+    # No rule: `Approval()`, one approver. A rule that does not read back: nobody. Not an
+    # approval: no rule to check.
+    assert [await answer(i) for i in ("ix-1", "ix-2", "ix-3")] == [True, False, True]
 
 
 async def test_thirty_concurrent_votes_count_two_people_and_claim_the_run_once(
