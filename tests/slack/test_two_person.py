@@ -143,3 +143,23 @@ async def test_thirty_concurrent_clicks_count_two_approvals_and_deploy_once(
         named = re.findall(r"<@(U0[A-Z]+)>", shown.split("Approved* by", 1)[1])
         assert named[:2] == approvers
         assert h.texts(asked.ts)[-1] == "Tool said: deployed api to prod"
+
+
+async def test_a_late_progress_update_does_not_reopen_the_closed_card(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.two_person_agent, HANDBACK_APPROVERS=APPROVERS) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        # Bob's "1 of 2" update fails once, so it lands (on the retry) after Carol's approval
+        # closed the card.
+        h.slack.fail_next("chat.update", status=500)
+        await h.slack.click(BOB, card.ts, ACTION_APPROVE)
+        await h.slack.wait_for(lambda: [c for c in h.slack.calls if c.method == "chat.update"])
+        await h.slack.click(CAROL, card.ts, ACTION_APPROVE)
+        await h.bot.drain()
+
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        shown = _shown(h, card)
+        assert ACTION_APPROVE not in shown
+        assert f"Approved* by <@{BOB}> and <@{CAROL}>" in shown
