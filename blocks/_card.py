@@ -28,6 +28,7 @@ from ._ids import (
 )
 from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, mention, plain, slack_len
+from ._votes import progress_line
 
 __all__ = ["Message", "controls", "render_card"]
 
@@ -207,7 +208,9 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
             _button("Deny", ACTION_DENY, "deny", "danger"),
             _button("Deny with reason…", ACTION_DENY_REASON, "deny_reason"),
         ]
-        return [_actions(record, "a", buttons)]
+        progress = progress_line(record)
+        shown = [] if progress is None else [section(progress)]
+        return [*shown, _actions(record, "a", buttons)]
     if is_boolean(record):
         yes, no = ("Confirm", "Cancel") if record.kind == "confirm" else ("Yes", "No")
         buttons = [

@@ -97,6 +97,9 @@ def _decision_line(decision: Decision) -> str:
         what = inline_code(entry.interaction_id or "a request", 80)
         return f"• {what}: {cut_mrkdwn(entry.detail, 120)} · {when}"
     if record.kind == "approval":
+        if record.status == "pending":
+            # A vote under a two-person rule: counted, and the request still waits for more.
+            return f"• Approved {fallback(record)}, waiting for more approvers · {when}"
         verb, _ = approval_outcome(record.answer)
         return f"• {verb} {fallback(record)} · {when}"
     return f"• Answered {fallback(record)} · {when}"

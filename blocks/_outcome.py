@@ -11,6 +11,7 @@ from ._choices import is_boolean
 from ._grant import grant_given_line
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, json_code_block, mention, to_display
+from ._votes import names
 
 __all__ = ["approval_outcome", "render", "render_answered", "render_closed"]
 
@@ -100,7 +101,13 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
     if record.kind == "approval":
         verb, reason = _approval_outcome(record.answer)
         icon = "✅" if verb == "Approved" else "❌"
+        voters = [vote.user for vote in record.votes]
+        if verb == "Approved" and voters:
+            # Two-person rule: everyone whose approval counted, in the order they came.
+            who = names(voters)
         line = f"{icon} *{verb}* by {who}{when}{_grant_given(record)}"
+        if verb == "Denied" and voters:
+            line += f"\nApproved before that by {names(voters)}"
         edits = _edits(record)
         if edits:
             shown = ", ".join(edits[:_EDITS_SHOWN])

@@ -39,6 +39,8 @@ APPROVAL_SCHEMA: dict[str, Any] = {
                 # A standing grant: its scope when given with this approval, or the id of the
                 # grant this call was approved under (`bot.slack`).
                 "grant": {"type": "string"},
+                # Who approved, when the rule needed several (`Approval.count`).
+                "approvers": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["approved"],
             "additionalProperties": False,

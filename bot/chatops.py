@@ -6,7 +6,7 @@ offline demo model scripts them):
 
 - `deploy(service, version, environment)`: needs an approval before any of it runs
   (`deploy_approval`): two distinct approvers for prod, with a reminder and an escalation to dave;
-  one elsewhere, who may grant the rest of the thread. Approvers may edit the arguments.
+  one elsewhere, who may edit the arguments first or grant the rest of the thread.
 - `restart(service, environment)`: asks `confirm` first.
 - `fleet_status(environment=None)`: what runs where.
 - `ask_user(question, options=None)`, `ask_user_multi(question, options)`, `confirm(action)`.
@@ -75,9 +75,7 @@ def deploy(service: Service, version: str, environment: Environment) -> str:
     return f"Deployed {service} {version} to {environment} (was {previous})."
 
 
-PROD_APPROVAL = Approval(
-    count=2, editable=True, remind_after=300, escalate_to=["U0DAVE"], escalate_after=300
-)
+PROD_APPROVAL = Approval(count=2, remind_after=300, escalate_to=["U0DAVE"], escalate_after=300)
 """prod: two-person rule; if nobody answers, the approvers are reminded after five minutes and
 dave (the playground's fourth person) may approve five minutes later."""
 OTHER_APPROVAL = Approval(editable=True, grants=("thread",), grant_ttl=3600)

@@ -42,6 +42,7 @@ from ._records import (
     ThreadLease,
     ThreadStop,
     TurnClaim,
+    Vote,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
@@ -88,6 +89,7 @@ __all__ = [
     "ThreadLease",
     "ThreadStop",
     "TurnClaim",
+    "Vote",
     "WorkItem",
     "approval_of",
     "check_schema",

@@ -48,7 +48,7 @@ class Approval:
     """Distinct approvers needed (two-person rule with 2). None of them may be anyone who
     shaped the turn, whatever `HANDBACK_ALLOW_SELF_APPROVAL` says."""
     editable: bool = False
-    """Approvers may edit the arguments before approving."""
+    """Approvers may edit the arguments before approving (with `count` 1 only)."""
     grants: Sequence[GrantScope] = ()
     """Standing grants an approver may give: later calls in that thread or channel run
     without a card while the grant lasts. Never with `count` above 1."""
@@ -95,6 +95,13 @@ class Approval:
             raise ApprovalRuleError(
                 "Approval.grants cannot be given for a tool that needs more than one approver: "
                 "a standing grant would let one person approve alone"
+            )
+        if self.editable and self.count > 1:
+            # The last approval's answer is what runs: an edit by one approver would either be
+            # lost or run with fewer approvals of the edited call than the rule asks for.
+            raise ApprovalRuleError(
+                "Approval.editable cannot be combined with count > 1: every approver must "
+                "approve the arguments that run, so edits are offered to single approvals only"
             )
         _seconds("grant_ttl", self.grant_ttl)
         if self.remind_after is not None:

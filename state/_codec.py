@@ -14,10 +14,11 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import CorruptRecordError
-from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop
+from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop, Vote
 
 __all__ = [
     "INTERACTION_OVERLAY",
+    "approves",
     "check_interaction_times",
     "check_now",
     "decode_audit",
@@ -29,22 +30,36 @@ __all__ = [
     "encode_interaction",
     "encode_run",
     "encode_stop",
+    "encode_vote",
     "inline",
     "is_layout2",
     "layout2_log",
     "lease_millis",
     "own_messages",
     "text",
+    "vote_audits",
 ]
 
 _RUN = TypeAdapter(RunRecord)
 _INTERACTION = TypeAdapter(InteractionRecord)
 _AUDIT = TypeAdapter(AuditEntry)
 _STOP = TypeAdapter(ThreadStop)
+_VOTE = TypeAdapter(Vote)
 
-INTERACTION_OVERLAY = ("status", "answer", "answered_by", "answered_at", "channel", "message_ts")
+INTERACTION_OVERLAY = (
+    "status",
+    "answer",
+    "answered_by",
+    "answered_at",
+    "channel",
+    "message_ts",
+    "votes",
+)
 """Fields of an interaction that change after it is added. Both stores keep them beside the JSON
-as written, so a claim updates them in place (in Lua or SQL) without re-encoding the record."""
+as written, so a claim updates them in place (in Lua or SQL) without re-encoding the record.
+`answer` and `votes` are JSON; `votes` a list of `encode_vote` values that only ever grows."""
+
+_JSON_OVERLAY = frozenset({"answer", "votes"})
 
 _T = TypeVar("_T")
 Raw = bytes | str
@@ -321,6 +336,35 @@ def encode_answer(answer: Any) -> bytes:
     return pydantic_core.to_json(answer)
 
 
+def approves(answer: Any) -> bool:
+    """Whether an answer approves (`True`, or an object whose `approved` is `true`): the
+    answers a store checks against the approval's rule (`answer_and_claim(needed=...)`)."""
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
+
+
+def vote_audits(
+    audit: AuditEntry | Sequence[AuditEntry], *, needed: int, answer: Any
+) -> list[AuditEntry]:
+    """The audit entries of `answer_and_claim`, one per vote (the last for the answer), once
+    its arguments are checked: several votes need an object answer to add the voters to."""
+    if isinstance(needed, bool) or not isinstance(needed, int) or needed < 1:
+        raise ValueError(f"`needed` must be a positive whole number, got {needed!r}")
+    entries = [audit] if isinstance(audit, AuditEntry) else list(audit)
+    if len(entries) != needed:
+        raise ValueError(f"{needed} votes need {needed} audit entries, got {len(entries)}")
+    if needed > 1 and (not isinstance(answer, dict) or "approvers" in answer):
+        raise ValueError(f"a vote's answer must be an object without `approvers`, got {answer!r}")
+    return entries
+
+
+def encode_vote(vote: Vote) -> bytes:
+    """One vote as the `votes` overlay keeps it: a compact JSON object, which a Redis script
+    appends to the stored list as text (re-encoding it in Lua would round `at`)."""
+    return _VOTE.dump_json(vote)
+
+
 def decode_interaction(
     data: Raw, *, key: str, interaction_id: str, overlay: Mapping[str, object]
 ) -> InteractionRecord:
@@ -337,7 +381,7 @@ def decode_interaction(
             value = overlay.get(name)
             if value is None:
                 continue
-            if name == "answer":
+            if name in _JSON_OVERLAY:
                 fields[name] = pydantic_core.from_json(value)  # type: ignore[arg-type]
             elif name == "answered_at":
                 fields[name] = float(text(value))

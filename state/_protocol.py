@@ -90,8 +90,9 @@ class InteractionStore(Protocol):
         answer: Any,
         answered_by: str,
         now: float,
-        audit: AuditEntry,
+        audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
+        needed: int = 1,
     ) -> AnswerClaim:
         """`answer_interaction`, writing `audit` when it wins, and with `turn` also the resume's
         claims, all in one atomic step (one round trip).
@@ -101,6 +102,18 @@ class InteractionStore(Protocol):
         interaction belongs to `turn.run_id` and is the only one of that run (so nothing else is
         pending), the run is paused and unclaimed, and the lease is free or already that
         owner's. Either all three happen or none; the run comes back claimed in `run`.
+
+        `needed` > 1 makes the answer one vote of that many distinct people (the two-person
+        rule): `answer` must be a JSON object and `audit` holds `needed` entries, the k-th
+        written with the k-th vote. A vote by someone not yet in `record.votes` is added there
+        (won); while fewer than `needed` are in, the interaction stays pending and nothing else
+        changes (`partial`). The `needed`-th answers it with `answer` plus `"approvers"`, every
+        voter's id in vote order, and claims the turn as above. A repeated vote changes nothing
+        and loses; the record it returns lists that person among its `votes`.
+
+        Fails closed: an Approve (`True`, or an object whose `approved` is true) of an approval
+        whose stored rule asks for another number of approvers than `needed` (or whose rule does
+        not read back) loses and changes nothing; the record comes back still pending.
         """
 
     async def close_interaction(

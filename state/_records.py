@@ -25,6 +25,7 @@ __all__ = [
     "ThreadLease",
     "ThreadStop",
     "TurnClaim",
+    "Vote",
 ]
 
 RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
@@ -158,6 +159,15 @@ class RunClaim:
     decides who resumes, and the resume has read the run with `load_run` already."""
 
 
+@dataclass(kw_only=True, frozen=True)
+class Vote:
+    """One approval of an interaction that needs several (`Approval.count` > 1)."""
+
+    user: str
+    at: float
+    """Unix seconds, by the clock of the process that took the click."""
+
+
 @dataclass(kw_only=True)
 class InteractionRecord:
     """A pending interaction as people see it: where its card is and who may answer."""
@@ -183,6 +193,10 @@ class InteractionRecord:
     created_at: float = 0.0
     expires_at: float = 0.0
     """Unix seconds after which a pending interaction counts as expired."""
+    votes: list[Vote] = field(default_factory=list)
+    """Approvals counted so far, in the order they came, by distinct people: an interaction
+    that needs several (`answer_and_claim(needed=...)`) stays pending until the last. Kept
+    after it closes, so the card can name every approver."""
 
 
 @dataclass(kw_only=True)
@@ -248,6 +262,9 @@ class AnswerClaim:
     won: bool
     record: InteractionRecord | None
     """The interaction as stored after the attempt; None when no such interaction exists."""
+    partial: bool = False
+    """Won as one vote of several (`needed` > 1) that was not the last: the interaction is
+    still pending, waiting for more."""
     run: RunRecord | None = None
     """The run, claimed for the `TurnClaim`'s child with the thread's lease taken, when the
     answer won, was the only interaction of its run, the run was paused and unclaimed and the

@@ -21,6 +21,7 @@ from redis.exceptions import RedisClusterException
 
 from ._codec import (
     INTERACTION_OVERLAY,
+    approves,
     check_interaction_times,
     check_now,
     decode_audit,
@@ -32,11 +33,13 @@ from ._codec import (
     encode_interaction,
     encode_run,
     encode_stop,
+    encode_vote,
     inline,
     is_layout2,
     lease_millis,
     own_messages,
     text,
+    vote_audits,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
@@ -62,6 +65,7 @@ from ._records import (
     RunRecord,
     ThreadStop,
     TurnClaim,
+    Vote,
 )
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_grants import RedisGrants
@@ -291,22 +295,63 @@ return {won, read_ix(KEYS[1])}
 
 # KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
 # claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
-# then run id, child id, lease owner, lease ms. The answer as `_ANSWER`, its audit entry with it;
+# run id, child id, lease owner, lease ms (empty without a turn), votes needed, whether the answer
+# approves, this vote, then the audit entries of votes 1 .. needed - 1. An Approve of an approval
+# whose rule asks for another number of approvers than `needed` loses (fail closed: a caller that
+# forgot the rule must not let one person approve a two-person request). Then the answer as
+# `_ANSWER`, its audit entry with it;
 # then, only when this was the run's one interaction, the run paused and unclaimed and the lease
 # free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
 # interactions, or a busy thread, is resumed the long way, where the runtime claims it).
+# With several votes needed, a new voter's vote is appended to `votes` as text (decoding the list
+# is fine, re-encoding it would round the times); before the last vote that is all, and the last
+# answers with the voters' ids spliced into the answer object. Reply {won, ix, partial} then.
 _ANSWER_AND_CLAIM = (
     _READ_IX
     + _MARK_SETTLED
     + _READ_LOG
     + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id')
+local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id', 'votes')
 if not v[1] then return {0} end
 local expires_at = tonumber(v[2])
 if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
   return {0, read_ix(KEYS[1])}
 end
-redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
+local needed, answer = tonumber(ARGV[12]), ARGV[2]
+if ARGV[13] == '1' then
+  local rec = cjson.decode(redis.call('HGET', KEYS[1], 'rec'))
+  if rec.kind == 'approval' then
+    local rule, count = rec.payload.rule, 1
+    if rule ~= nil and rule ~= cjson.null then
+      if type(rule) ~= 'table' then return {0, read_ix(KEYS[1])} end
+      if rule.count ~= nil and rule.count ~= cjson.null then count = rule.count end
+    end
+    if type(count) ~= 'number' or count ~= needed then return {0, read_ix(KEYS[1])} end
+  end
+end
+if needed > 1 then
+  local votes = v[4] and cjson.decode(v[4]) or {}
+  local users = {}
+  for i, vote in ipairs(votes) do
+    if vote.user == ARGV[3] then return {0, read_ix(KEYS[1])} end
+    users[i] = vote.user
+  end
+  users[#users + 1] = ARGV[3]
+  if #votes == 0 then
+    redis.call('HSET', KEYS[1], 'votes', '[' .. ARGV[14] .. ']')
+  else
+    redis.call('HSET', KEYS[1], 'votes', string.sub(v[4], 1, -2) .. ',' .. ARGV[14] .. ']')
+  end
+  if #users < needed then
+    redis.call('LPUSH', KEYS[4], ARGV[14 + #users])
+    redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
+    return {1, read_ix(KEYS[1]), 1}
+  end
+  local sep = ','
+  if answer == '{}' then sep = '' end
+  answer = string.sub(answer, 1, -2) .. sep .. '"approvers":' .. cjson.encode(users) .. '}'
+end
+redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', answer,
            'answered_by', ARGV[3], 'answered_at', ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 mark_settled(KEYS[1], KEYS[3], ARGV[5])
@@ -779,12 +824,14 @@ class RedisStore(RedisInbox, RedisGrants):
         answer: Any,
         answered_by: str,
         now: float,
-        audit: AuditEntry,
+        audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
+        needed: int = 1,
     ) -> AnswerClaim:
-        """The answer, its audit entry and (with `turn`) the run's claim and the thread's
-        lease, in one script."""
+        """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
+        thread's lease, in one script."""
         check_now(now)
+        entries = vote_audits(audit, needed=needed, answer=answer)
         keys = [
             self._keys.interaction(interaction_id),
             self._keys.due,
@@ -797,9 +844,10 @@ class RedisStore(RedisInbox, RedisGrants):
             answered_by,
             repr(float(now)),
             SETTLED_TTL,
-            encode_audit(audit),
+            encode_audit(entries[-1]),
             AUDIT_CAP,
         ]
+        turn_args: list[str | bytes | int] = ["", "", "", ""]
         if turn is not None:
             if not turn.child_id:
                 raise ValueError("`child_id` must be a non-empty run id")
@@ -810,14 +858,23 @@ class RedisStore(RedisInbox, RedisGrants):
                 self._keys.thread_lease(lease.channel, lease.thread_ts),
                 self._keys.transcripts,
             ]
-            args += [
+            turn_args = [
                 turn.run_id,
                 turn.child_id,
                 lease.owner,
                 lease_millis(lease.owner, turn.lease_ttl),
             ]
+        args += turn_args
+        args += [
+            needed,
+            int(approves(answer)),
+            encode_vote(Vote(user=answered_by, at=float(now))),
+        ]
+        args += [encode_audit(entry) for entry in entries[:-1]]
         reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
         claim = self._interaction_claim(interaction_id, reply)
+        if len(reply) == 3:
+            return AnswerClaim(won=claim.won, record=claim.record, partial=True)
         run: RunRecord | None = None
         if turn is not None and len(reply) >= 4:
             run = _decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[2:])

@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import pydantic_core
+
+from ._approval import approval_of
 from ._codec import (
     INTERACTION_OVERLAY,
+    approves,
     check_interaction_times,
     check_now,
     decode_audit,
@@ -31,10 +36,12 @@ from ._codec import (
     encode_interaction,
     encode_run,
     encode_stop,
+    encode_vote,
     inline,
     is_layout2,
     lease_millis,
     own_messages,
+    vote_audits,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
@@ -57,6 +64,7 @@ from ._records import (
     RunRecord,
     ThreadStop,
     TurnClaim,
+    Vote,
 )
 from ._sqlite_grants import GRANT_ACTIVE, GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
@@ -108,7 +116,8 @@ CREATE TABLE IF NOT EXISTS interactions (
     answered_at REAL,
     channel TEXT,
     message_ts TEXT,
-    keep_until REAL NOT NULL
+    keep_until REAL NOT NULL,
+    votes TEXT
 );
 CREATE INDEX IF NOT EXISTS interactions_due
     ON interactions (expires_at, interaction_id) WHERE status = 'pending';
@@ -246,7 +255,8 @@ VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (interaction_id) DO UPDATE SET
     run_id = excluded.run_id, rec = excluded.rec, status = excluded.status,
     expires_at = excluded.expires_at, keep_until = excluded.keep_until,
-    answer = NULL, answered_by = NULL, answered_at = NULL, channel = NULL, message_ts = NULL
+    answer = NULL, answered_by = NULL, answered_at = NULL, channel = NULL, message_ts = NULL,
+    votes = NULL
 WHERE interactions.status = 'pending'
 """
 
@@ -323,6 +333,18 @@ WHERE thread_leases.keep_until <= ? OR thread_leases.owner = excluded.owner
 """
 
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
+
+
+@dataclass(kw_only=True, frozen=True)
+class _Ballot:
+    """One vote of several, as `answer_and_claim` counts it."""
+
+    user: str
+    vote: str
+    """The vote as `encode_vote` writes it."""
+    answer: dict[str, Any]
+    audits: list[str]
+    """The encoded audit entries, the k-th for the k-th vote."""
 
 
 def _decode_ix(row: tuple[Any, ...]) -> InteractionRecord:
@@ -417,6 +439,64 @@ def _claim_turn(
     return conn.execute(_LOAD_RUN, (turn.run_id,)).fetchall()
 
 
+_ADDED_COLUMNS = (("interactions", "votes", "TEXT"),)
+"""Columns added since a table was first created: a file written before gets them on open."""
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    for table, column, kind in _ADDED_COLUMNS:
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _rule_needs(conn: sqlite3.Connection, interaction_id: str, needed: int) -> bool:
+    """Inside the answer's transaction, for an Approve: False when the interaction is an
+    approval whose rule asks for another number of approvers than `needed`, or whose rule does
+    not read back (fail closed: a caller that forgot the rule must not let one person approve a
+    two-person request)."""
+    row = conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+    if row is None:
+        return True  # the answer that follows finds nothing and loses
+    try:
+        rule = approval_of(_decode_ix(row))
+    except CorruptRecordError:
+        return False
+    return rule is None or rule.count == needed
+
+
+def _vote(
+    conn: sqlite3.Connection, interaction_id: str, ballot: _Ballot, now: float
+) -> tuple[str, Any]:
+    """Inside the answer's transaction: count `ballot.user`'s vote. `("lost", None)` when the
+    interaction is not pending (or gone) or the person voted already, `("partial", None)` when
+    more votes are needed, else `("last", answer JSON with the voters' ids)`."""
+    row = conn.execute(
+        "SELECT status, expires_at, votes FROM interactions WHERE interaction_id = ?",
+        (interaction_id,),
+    ).fetchone()
+    if row is None or row[0] != "pending" or row[1] <= now:
+        return "lost", None
+    stored: str | None = row[2]
+    try:
+        votes = pydantic_core.from_json(stored) if stored else []
+        users = [str(vote["user"]) for vote in votes]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptRecordError(f"interactions/{interaction_id}", "votes", str(exc)) from exc
+    if ballot.user in users:
+        return "lost", None
+    users.append(ballot.user)
+    # Appended as text, as the Redis script does: the stored votes are never re-encoded.
+    text = f"{stored[:-1]},{ballot.vote}]" if votes and stored else f"[{ballot.vote}]"
+    conn.execute(
+        "UPDATE interactions SET votes = ? WHERE interaction_id = ?", (text, interaction_id)
+    )
+    if len(users) < len(ballot.audits):
+        _append_audit(conn, ballot.audits[len(users) - 1])
+        return "partial", None
+    return "last", pydantic_core.to_json({**ballot.answer, "approvers": users}).decode()
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode, waiting as long as any write would for a busy file.
 
@@ -487,6 +567,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
         schema = (_SCHEMA + INBOX_SCHEMA + GRANT_SCHEMA).split(";")
         _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
+        _transaction(conn, partial(_add_columns, conn))
         self._prune(time.time())
 
     def _prune(self, now: float) -> None:
@@ -676,35 +757,52 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         answer: Any,
         answered_by: str,
         now: float,
-        audit: AuditEntry,
+        audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
+        needed: int = 1,
     ) -> AnswerClaim:
-        """The answer, its audit entry and (with `turn`) the run's claim and the thread's
-        lease, in one `BEGIN IMMEDIATE` transaction."""
+        """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
+        thread's lease, in one `BEGIN IMMEDIATE` transaction."""
         check_now(now)
+        checked = vote_audits(audit, needed=needed, answer=answer)
+        entries = [encode_audit(entry).decode() for entry in checked]
         if turn is not None and not turn.child_id:
             raise ValueError("`child_id` must be a non-empty run id")
-        answer_params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
-        entry = encode_audit(audit).decode()
+        approving = approves(answer)
+        ballot = None
+        if needed > 1:
+            vote = encode_vote(Vote(user=answered_by, at=float(now))).decode()
+            ballot = _Ballot(user=answered_by, vote=vote, answer=answer, audits=entries)
         lease_until = None
         if turn is not None:
             lease_until = time.time() + lease_millis(turn.lease.owner, turn.lease_ttl) / 1000
 
-        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any]:
-            rows = conn.execute(_ANSWER, answer_params).fetchall()
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any, bool]:
+            answered = encode_answer(answer).decode()
+            if approving and not _rule_needs(conn, interaction_id, needed):
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None, False
+            if ballot is not None:
+                outcome, answered = _vote(conn, interaction_id, ballot, now)
+                if outcome != "last":
+                    row = conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+                    return outcome == "partial", row, None, outcome == "partial"
+            params = (answered, answered_by, now, interaction_id, now)
+            rows = conn.execute(_ANSWER, params).fetchall()
             if not rows:
-                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None
-            _append_audit(conn, entry)
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None, False
+            _append_audit(conn, entries[-1])
             if turn is None or lease_until is None:
-                return True, rows[0], None
-            return True, rows[0], _claim_turn(conn, interaction_id, turn, lease_until)
+                return True, rows[0], None, False
+            return True, rows[0], _claim_turn(conn, interaction_id, turn, lease_until), False
 
-        won, row, run_row = await self._call(lambda conn: _transaction(conn, partial(claim, conn)))
+        won, row, run_row, partly = await self._call(
+            lambda conn: _transaction(conn, partial(claim, conn))
+        )
         record = None if row is None else _decode_ix(row)
         run: RunRecord | None = None
         if turn is not None and run_row is not None:
             run = _decode_loaded(turn.run_id, run_row)
-        return AnswerClaim(won=won, record=record, run=run)
+        return AnswerClaim(won=won, record=record, run=run, partial=partly)
 
     async def answer_under_grant(
         self,

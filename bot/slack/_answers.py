@@ -52,6 +52,8 @@ _ELSEWHERE = "This control does not belong to a request in this channel."
 _EDIT_DETAIL_LIMIT = 4000
 """Characters of audit detail for an edited approval, which holds the arguments twice."""
 
+_RULE_UNREADABLE = "This request's approval rule cannot be read, so nobody can approve it."
+
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
 
@@ -456,13 +458,34 @@ class Answers:
 
         A retried work item finds its own earlier claim (same person, same answer): it goes on
         to the resume its first attempt may not have finished, and is not told "already".
+
+        An Approve of a rule with `count` > 1 is one vote (`answer_and_claim(needed=...)`):
+        before the last, the card shows who approved so far and stays open; the last answers
+        with every approver and resumes as above. The same person twice counts once, and is
+        told so.
         """
+        try:
+            needed = _votes_needed(record, answer)
+        except Refusal as error:
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=str(error),
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+            )
+            return
+        if needed > 1:
+            # A vote: the store adds who approved to the answer, with the last vote.
+            kept = answer.items() if isinstance(answer, dict) else {"approved": True}.items()
+            answer = {key: value for key, value in kept if key != "approvers"}
         thread = _thread_of(record)
         child_id = None if work is None else work.run_id("resume")
         hold = None if child_id is None else await self.conversations.hold_turn(thread)
         try:
             claim = await self._claim(
-                record, user=user, answer=answer, child_id=child_id, hold=hold
+                record, user=user, answer=answer, child_id=child_id, hold=hold, needed=needed
             )
             if claim.record is not None and (
                 claim.won or _own_earlier_answer(claim.record, user, work, answer)
@@ -474,7 +497,7 @@ class Answers:
             if hold is not None:
                 self.conversations.let_go(hold)
             raise
-        stored = claim.record
+        stored, now = claim.record, self.clock()
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
             hold.leased = True
@@ -496,6 +519,14 @@ class Answers:
             return
         if hold is not None:
             self.conversations.let_go(hold)
+        if (
+            stored is not None
+            and stored.status == "pending"
+            and stored.expires_at > now
+            and _voted(stored, user)
+        ):
+            await self._counted(stored, user=user, partial=claim.partial, work=work)
+            return
         if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
             await self.conversations.show_closed(stored)
             await self.resume_if_complete(
@@ -504,6 +535,12 @@ class Answers:
             return
         if not claim.won or stored is None:
             reason = _closed_reason(stored) if stored else "handback has no such request."
+            if stored is not None and stored.status == "pending" and stored.expires_at > now:
+                # Still open, yet lost: the store found the approval's rule at odds with the
+                # number of approvers asked for (it fails closed), so nothing was approved.
+                reason = (
+                    "This request's approval rule could not be checked, so nobody can approve it."
+                )
             await self._refuse(
                 user=user,
                 channel=record.channel,
@@ -528,16 +565,23 @@ class Answers:
         answer: Any,
         child_id: str | None,
         hold: TurnHold | None,
+        needed: int,
     ) -> AnswerClaim:
         now = self.clock()
-        entry = AuditEntry(
-            at=now,
-            action="answered",
-            interaction_id=record.interaction_id,
-            run_id=record.run_id,
-            user=user,
-            detail=self._edit_detail(record, answer) or _short_json(answer),
-        )
+        edit = self._edit_detail(record, answer)
+        entries = [
+            AuditEntry(
+                at=now,
+                action="answered",
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+                user=user,
+                detail=(
+                    f"approved {k} of {needed}" if needed > 1 else (edit or _short_json(answer))
+                ),
+            )
+            for k in range(1, needed + 1)
+        ]
         turn = None
         if child_id is not None and hold is not None:
             lease = ThreadLease(
@@ -554,8 +598,9 @@ class Answers:
             answer=answer,
             answered_by=user,
             now=now,
-            audit=entry,
+            audit=entries,
             turn=turn,
+            needed=needed,
         )
 
     def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:
@@ -578,6 +623,35 @@ class Answers:
             },
         }
         return _short_json(detail, limit=_EDIT_DETAIL_LIMIT)
+
+    async def _counted(
+        self, record: InteractionRecord, *, user: str, partial: bool, work: Work | None
+    ) -> None:
+        """After a vote that is not the last: the card shows who approved so far and stays open.
+        A second vote by the same person is refused, unless it is this work item's own retry."""
+        if partial or (work is not None and work.retry):
+            _metrics.ANSWERS.labels(outcome="accepted").inc()
+            await self._show_votes(record)
+            return
+        missing = _votes_needed(record, {"approved": True}) - len(record.votes)
+        more = "one more approver" if missing == 1 else f"{missing} more approvers"
+        await self._refuse(
+            user=user,
+            channel=record.channel,
+            thread_ts=record.thread_ts,
+            reason=f"You already approved this; it needs {more}.",
+            interaction_id=record.interaction_id,
+            run_id=record.run_id,
+        )
+
+    async def _show_votes(self, record: InteractionRecord) -> None:
+        """Update the open card with the votes in `record`. Another vote (or the last one, which
+        closes the card) may have been stored and shown meanwhile, and this older picture must
+        not land on top of it: the stored state is read again, and shown if it moved on."""
+        await self.conversations.show_closed(record)
+        now = await self.store.get_interaction(record.interaction_id)
+        if now is not None and (now.status != record.status or now.votes != record.votes):
+            await self.conversations.show_closed(now)
 
     async def resume_if_complete(
         self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
@@ -689,6 +763,30 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
     ]
 
 
+def _votes_needed(record: InteractionRecord, answer: Any) -> int:
+    """How many distinct approvers `answer` is one of: the rule's count for an Approve, 1 for
+    a denial (one ends it) and for anything but an approval. Fails closed: a rule that does not
+    read back is refused (the policy already refused it; this is the claim's own check)."""
+    if record.kind != "approval" or not _approves(answer):
+        return 1
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError as error:
+        log.error("refusing an approval of %s: %s", record.interaction_id, error)
+        raise Refusal(_RULE_UNREADABLE) from None
+    return 1 if rule is None else rule.count
+
+
+def _approves(answer: Any) -> bool:
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
+
+
+def _voted(record: InteractionRecord, user: str) -> bool:
+    return any(vote.user == user for vote in record.votes)
+
+
 def _plain_approval(answer: Any) -> bool:
     if isinstance(answer, dict):
         # Edited arguments are the approver's words in the call, as a reason would be.
@@ -710,8 +808,15 @@ def _own_earlier_answer(
         and work.retry
         and record.status == "answered"
         and record.answered_by == user
-        and (answer is None or record.answer == answer)
+        and (answer is None or record.answer in (answer, _with_voters(answer, record)))
     )
+
+
+def _with_voters(answer: Any, record: InteractionRecord) -> Any:
+    """`answer` as the store kept it when it was the last of several votes."""
+    if not isinstance(answer, dict) or not record.votes:
+        return answer
+    return {**answer, "approvers": [vote.user for vote in record.votes]}
 
 
 def _cancel_reason(status: InteractionStatus) -> str:

@@ -15,7 +15,11 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         {"type": "boolean"},
         {
             "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                "approvers": {"type": "array", "items": {"type": "string"}},
+            },
             "required": ["approved"],
             "additionalProperties": False,
         },

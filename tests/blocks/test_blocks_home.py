@@ -161,3 +161,17 @@ def test_only_a_home_view_makes_a_home_click() -> None:
     message = _home_click(container={"type": "message", "message_ts": "1.2", "channel_id": "C1"})
     message.pop("view")
     assert parse_block_action(message).origin == "message"
+
+
+def test_a_vote_that_still_waits_reads_as_approved_not_denied() -> None:
+    """Under a two-person rule a vote is an `answered` audit entry while the request stays
+    pending (its answer unset): Recently decided says approved, waiting for more."""
+    from state import Vote
+
+    pending = replace(approval(), status="pending", votes=[Vote(user="U0BOB", at=CREATED)])
+    entry = AuditEntry(at=CREATED, action="answered", user="U0BOB", detail="approved 1 of 2")
+    view = render_home(waiting=[], decided=[Decision(entry=entry, record=pending)])
+    check_home_view(view)
+    text = _texts(view)
+    assert "Approved" in text and "waiting for more approvers" in text
+    assert "Denied" not in text

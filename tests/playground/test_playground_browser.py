@@ -59,9 +59,16 @@ async def test_deploy_approved_in_the_browser(
     await expect(page.locator(".msg.ephemeral", has_text="not on the list")).to_be_visible()
     assert chatops.fleet.versions[("api", "prod")] == "1.4.2"
 
+    # prod needs two approvers (the two-person rule): bob's approval is counted, the card
+    # stays open for carol's.
     await act_as(page, "U0BOB")
     await card.get_by_role("button", name="Approve", exact=True).click()
-    answered = thread.locator(".msg", has_text="Approved by @bob")
+    await expect(card).to_contain_text("1 of 2 approved: @bob")
+    await expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    assert chatops.fleet.versions[("api", "prod")] == "1.4.2"
+    await act_as(page, "U0CAROL")
+    await card.get_by_role("button", name="Approve", exact=True).click()
+    answered = thread.locator(".msg", has_text="Approved by @bob and @carol")
     await expect(answered).to_be_visible()
     await expect(answered.get_by_role("button")).to_have_count(0)
     await expect(thread).to_contain_text("Deployed api 2.3 to prod (was 1.4.2).")
@@ -246,7 +253,7 @@ async def test_agent_session_in_the_browser(playground: Playground, browser_page
     page = browser_page
     await open_page(page, playground)
     await act_as(page, "U0ALICE")
-    await say(page, "deploy api 2.3 to prod")
+    await say(page, "deploy api 2.3 to staging")
 
     thread = page.locator("#thread")
     chip = page.locator("#thread-status .chip")
@@ -261,7 +268,7 @@ async def test_agent_session_in_the_browser(playground: Playground, browser_page
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(chip).to_have_attribute("data-status", "active")
     await expect(thread.locator(".task[data-status='complete']")).to_contain_text("deploy")
-    await expect(thread).to_contain_text("Deployed api 2.3 to prod (was 1.4.2).")
+    await expect(thread).to_contain_text("Deployed api 2.3 to staging (was 1.4.2).")
     await expect(thread.locator(".cursor")).to_have_count(0)
 
 
@@ -342,7 +349,7 @@ async def test_app_home_lists_the_request_and_approves_it(
     page = browser_page
     await open_page(page, playground)
     await act_as(page, "U0ALICE")
-    await say(page, "deploy api 2.3 to prod")
+    await say(page, "deploy api 2.3 to staging")
     await expect(page.locator("#thread .msg", has_text="Approval request")).to_be_visible()
 
     await act_as(page, "U0BOB")
@@ -362,7 +369,7 @@ async def test_app_home_lists_the_request_and_approves_it(
     await home.get_by_role("button", name="Approve", exact=True).click()
     await expect(home).to_contain_text("Nothing waits on you now.")
     await expect(home).to_contain_text("Approved Approval request: deploy")
-    assert chatops.fleet.versions[("api", "prod")] == "2.3"
+    assert chatops.fleet.versions[("api", "staging")] == "2.3"
     await page.locator("#channels li", has_text="deploys").click()
     await expect(page.locator("#thread")).to_be_hidden()
     await expect(page.locator("#messages")).to_be_visible()

@@ -71,7 +71,7 @@ async def test_handback_dev_serves_one_approval_flow(tmp_path: Path) -> None:
 
             status, sent = await page.post(
                 "/api/messages",
-                {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "deploy api 2.3 to prod"},
+                {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "deploy api 2.3 to staging"},
             )
             assert status == 200, sent
             card = await page.wait_for(
@@ -92,7 +92,7 @@ async def test_handback_dev_serves_one_approval_flow(tmp_path: Path) -> None:
             )
             assert (status, clicked["ok"]) == (200, True)
             answer = await page.wait_for(
-                "U0ALICE", lambda s: next(iter(bot_replies(s, "Deployed api 2.3 to prod")), None)
+                "U0ALICE", lambda s: next(iter(bot_replies(s, "Deployed api 2.3 to staging")), None)
             )
             assert answer["thread_ts"] == sent["ts"]
             after = await page.state("U0ALICE")

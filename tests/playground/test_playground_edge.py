@@ -469,10 +469,10 @@ async def test_two_tabs_act_as_two_people_live(playground: Playground, browser_p
     bob = await alice.context.new_page()
     await open_page(alice, playground.url + "?as=U0ALICE")
     await open_page(bob, playground.url + "?as=U0BOB")
-    await say(alice, "deploy api 2.3 to prod")
+    await say(alice, "deploy api 2.3 to staging")  # one approver (prod needs two)
 
     # bob's tab sees alice's request live, opens the thread and approves there.
-    await expect(bob.locator("#messages")).to_contain_text("deploy api 2.3 to prod")
+    await expect(bob.locator("#messages")).to_contain_text("deploy api 2.3 to staging")
     await bob.locator("#messages .replies").first.click()
     bob_card = bob.locator("#thread .msg", has_text="Approval request")
     alice_card = alice.locator("#thread .msg", has_text="Approval request")
@@ -483,9 +483,9 @@ async def test_two_tabs_act_as_two_people_live(playground: Playground, browser_p
     await bob_card.get_by_role("button", name="Approve", exact=True).click()
     for tab in (alice, bob):
         await expect(tab.locator("#thread")).to_contain_text("Approved by @bob")
-        await expect(tab.locator("#thread")).to_contain_text("Deployed api 2.3 to prod")
+        await expect(tab.locator("#thread")).to_contain_text("Deployed api 2.3 to staging")
     await expect(bob.locator(".msg.ephemeral")).to_have_count(0)
-    assert chatops.fleet.versions[("api", "prod")] == "2.3"
+    assert chatops.fleet.versions[("api", "staging")] == "2.3"
     await bob.close()
 
 

@@ -220,7 +220,8 @@ async def test_usable_at_420_px_wide(playground: Playground, new_page: NewPage) 
     await expect(page.locator(".hint .example").first).to_be_visible()
     assert await overflowing(page) == []
 
-    await say(page, "deploy api 2.3 to prod")
+    # staging: one approver (prod needs two).
+    await say(page, "deploy api 2.3 to staging")
     thread = page.locator("#thread")
     await expect(thread).to_be_in_viewport(ratio=1)
     card = thread.locator(".msg", has_text="Approval request")
@@ -233,12 +234,12 @@ async def test_usable_at_420_px_wide(playground: Playground, new_page: NewPage) 
     # The person picker stays in reach; bob approves from the narrow thread.
     await page.select_option("#as", "U0BOB")
     await approve.click()
-    await expect(thread).to_contain_text("Deployed api 2.3 to prod (was 1.4.2).")
+    await expect(thread).to_contain_text("Deployed api 2.3 to staging (was 1.4.2).")
     # The card kept its title; only its status line changed, and it reads as Slack would.
     answered = thread.locator(".msg", has_text="Approved by @bob")
     await expect(answered.locator(".b-header")).to_have_text("Approval request")
     await expect(answered).to_contain_text("Approved by @bob today at")
-    assert chatops.fleet.versions[("api", "prod")] == "2.3"
+    assert chatops.fleet.versions[("api", "staging")] == "2.3"
     await page.fill("#thread-input", "thanks")
     await page.press("#thread-input", "Enter")
     await expect(thread.locator(".msg", has_text="thanks")).to_be_visible()

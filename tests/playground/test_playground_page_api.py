@@ -257,7 +257,8 @@ async def test_a_thread_reply_answers_a_free_text_question(page: PageClient) -> 
 
 
 async def test_two_approvers_at_once_one_wins_the_other_is_told(page: PageClient) -> None:
-    await start(page, "deploy api 2.3 to prod")
+    # staging needs one approver (prod needs two: see the two-person test below).
+    await start(page, "deploy api 2.3 to staging")
     card = await page.wait_for("U0BOB", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
 
     def click(user: str) -> Any:
@@ -285,8 +286,45 @@ async def test_two_approvers_at_once_one_wins_the_other_is_told(page: PageClient
     notice = await page.wait_for(loser, told)
     assert len(notice) == 1 and notice[0]["ephemeral_to"] == loser
     assert told(await page.state(winner)) == []
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to staging"))
+    assert chatops.fleet.versions[("api", "staging")] == "2.3"
+
+
+async def test_a_prod_deploy_waits_for_bob_and_carol(page: PageClient) -> None:
+    """The demo as a first-time user tries it: alice asks to deploy to prod, bob approves (the
+    card says 1 of 2 and stays open), carol approves, and only then does it run."""
+    await start(page, "deploy api 2.3 to prod")
+    card = await page.wait_for("U0BOB", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
+
+    async def approve(user: str) -> None:
+        status, clicked = await page.post(
+            "/api/actions",
+            {
+                "user": user,
+                "channel": "C0DEPLOYS",
+                "message_ts": card["ts"],
+                "action": {"action_id": "hb:approve", "type": "button", "value": "approve"},
+            },
+        )
+        assert (status, clicked["ok"]) == (200, True)
+
+    def shown(state: dict[str, Any]) -> Any:
+        return next(m for m in state["messages"] if m["ts"] == card["ts"])
+
+    await approve("U0BOB")
+    progress = await page.wait_for(
+        "U0CAROL", lambda s: "1 of 2 approved:* <@U0BOB>" in str(shown(s)["blocks"]) or None
+    )
+    assert progress
+    assert element(shown(await page.state("U0CAROL")), "hb:approve") is not None
+    assert chatops.fleet.versions[("api", "prod")] == "1.4.2"
+
+    await approve("U0CAROL")
     await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to prod"))
     assert chatops.fleet.versions[("api", "prod")] == "2.3"
+    closed = shown(await page.state("U0ALICE"))
+    assert "Approved* by <@U0BOB> and <@U0CAROL>" in str(closed["blocks"])
+    assert element(closed, "hb:approve") is None
 
 
 async def test_the_page_shows_the_session_and_its_stop_is_checked(page: PageClient) -> None:

@@ -112,7 +112,7 @@ async def test_an_edit_is_refused_when_the_rule_does_not_allow_it(store: Store) 
 
 async def test_an_edit_cannot_move_the_call_under_another_rule(store: Store) -> None:
     def rule(service: str, version: str, environment: str) -> Approval:
-        return Approval(count=2, editable=True) if environment == "prod" else EDITABLE
+        return Approval(count=2) if environment == "prod" else EDITABLE
 
     tool = Tool(deploy, requires_approval=rule)
     output = await _answered(

@@ -32,6 +32,7 @@ BAD = [
         {"remind_after": 60, "escalate_after": 60}, "needs escalate_to", id="after-no-whom"
     ),
     pytest.param({"editable": "yes"}, "editable", id="editable-str"),
+    pytest.param({"editable": True, "count": 2}, "count > 1", id="editable-two"),
 ]
 
 
@@ -45,7 +46,6 @@ def test_a_rule_reads_back_equal_and_escalation_follows_the_reminder() -> None:
     rule = Approval(
         approvers=["U012ABC", "S0OPS"],
         count=2,
-        editable=True,
         remind_after=900,
         escalate_to=["S0LEADS"],
     )

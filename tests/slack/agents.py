@@ -57,6 +57,14 @@ approval_agent = Agent(
 )
 
 
+two_person_agent = Agent(
+    name="two-person",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=Approval(count=2))],
+)
+"""Deploys only once two people other than whoever asked approved (the two-person rule)."""
+
+
 def _deploy_api_then_web(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     """Two approvals in one turn: deploy api, then (after its result) deploy web."""
     results = [m for m in messages if m["role"] == "tool"]

@@ -217,7 +217,7 @@ def _by_environment(
     service: str, version: str, environment: str = "staging", token: str = ""
 ) -> Approval:
     """Two approvers for prod, one elsewhere: an edit must not move a call between them."""
-    return Approval(count=2, editable=True) if environment == "prod" else Approval(editable=True)
+    return Approval(count=2) if environment == "prod" else Approval(editable=True)
 
 
 async def test_an_edit_that_needs_another_rule_fails_closed_in_the_gate(

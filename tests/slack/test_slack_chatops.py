@@ -10,7 +10,7 @@ from blocks import ACTION_APPROVE, ACTION_CONFIRM
 from bot import Agent, chatops
 from bot.testing import FunctionModel
 
-from .conftest import ALICE, BOB, BotFactory
+from .conftest import ALICE, BOB, CAROL, BotFactory
 
 
 @pytest.fixture(autouse=True)
@@ -32,15 +32,36 @@ async def test_deploy_changes_the_fleet_only_after_approval(make_bot: BotFactory
     agent = _ops(
         {
             "name": "deploy",
+            "arguments": {"service": "web", "version": "2.1.0", "environment": "staging"},
+        }
+    )
+    async with make_bot(agent) as h:
+        asked = await h.mention(ALICE, "ship web 2.1.0 to staging")
+        assert chatops.fleet.versions[("web", "staging")] == "2.0.1"
+        await h.click(BOB, h.card(asked.ts).ts, ACTION_APPROVE)
+        assert chatops.fleet.versions[("web", "staging")] == "2.1.0"
+        assert h.texts(asked.ts) == ["Deployed web 2.1.0 to staging (was 2.0.1)."]
+
+
+async def test_a_prod_deploy_needs_two_approvers(make_bot: BotFactory) -> None:
+    """prod is under the two-person rule: bob's approval is counted and the card stays open;
+    carol's is the second, and only then does the deploy run."""
+    agent = _ops(
+        {
+            "name": "deploy",
             "arguments": {"service": "web", "version": "2.1.0", "environment": "prod"},
         }
     )
     async with make_bot(agent) as h:
         asked = await h.mention(ALICE, "ship web 2.1.0 to prod")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
         assert chatops.fleet.versions[("web", "prod")] == "2.0.1"
-        await h.click(BOB, h.card(asked.ts).ts, ACTION_APPROVE)
+        assert f"1 of 2 approved:* <@{BOB}>" in str(h.card(asked.ts).blocks)
+        await h.click(CAROL, card.ts, ACTION_APPROVE)
         assert chatops.fleet.versions[("web", "prod")] == "2.1.0"
         assert h.texts(asked.ts) == ["Deployed web 2.1.0 to prod (was 2.0.1)."]
+        assert f"by <@{BOB}> and <@{CAROL}>" in str(h.card(asked.ts).blocks)
 
 
 async def test_restart_asks_to_confirm(make_bot: BotFactory) -> None:
