@@ -398,7 +398,7 @@ async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
 
 
 async def test_app_home_opens_and_answers_without_a_channel(page: PageClient) -> None:
-    await start(page, "deploy api 2.3 to prod")
+    await start(page, "deploy api 2.3 to staging")
     await page.wait_for("U0BOB", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
     assert (await page.state("U0BOB"))["home"] is None
 
@@ -419,7 +419,7 @@ async def test_app_home_opens_and_answers_without_a_channel(page: PageClient) ->
             and not any(b["type"] == "actions" for b in s["home"]["blocks"])
         ),
     )
-    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to prod"))
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to staging"))
 
     status, refused = await page.post("/api/home/open", {"user": "U0NOBODY"})
     assert status == 400 and "no person" in refused["error"]
