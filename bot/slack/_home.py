@@ -44,6 +44,10 @@ _DECIDED: Final = 10
 """Recent answers shown."""
 _VIEWER_SCAN: Final = 500
 """Viewers considered when something changes."""
+_VIEWERS_FRESH: Final = 10.0
+"""Seconds the list of recent viewers is reused before it is read again: a click or a card is
+then no extra store round trip (the click path's budget), and someone who opened Home through
+another process within that time is refreshed from the next read on."""
 _AGENT_CACHE: Final = 10_000
 """Runs whose agent is remembered (emptied when full: a miss is one store read)."""
 
@@ -96,12 +100,25 @@ class Home:
         self.grants = grants
         """Where the "grants you gave" section comes from (None: no section)."""
         self.viewer_ttl = viewer_ttl
+        self._viewers: list[str] = []
+        self._viewers_read = -_VIEWERS_FRESH
+        """`time.monotonic()` of the last read of `home_viewers`."""
 
     async def opened(self, user: str) -> bool:
         """`user` opened the Home tab: remember it (so new requests refresh their view) and
         publish the view; False when Slack refused it."""
         await self.store.mark_home_opened(user, ttl=self.viewer_ttl)
+        if user not in self._viewers:
+            self._viewers.append(user)
         return await self.publish(user)
+
+    async def viewers(self) -> list[str]:
+        """Recent Home viewers, read from the store at most every `_VIEWERS_FRESH` seconds."""
+        now = time.monotonic()
+        if now - self._viewers_read >= _VIEWERS_FRESH:
+            self._viewers = list(await self.store.home_viewers(limit=_VIEWER_SCAN))
+            self._viewers_read = now
+        return list(self._viewers)
 
     async def publish(self, user: str, *, notice: str | None = None) -> bool:
         """Publish `user`'s view, with `notice` (safe mrkdwn) on top when given."""
@@ -178,7 +195,7 @@ class Home:
         """Republish the view of every recent Home viewer whom one of `records` concerns; how
         many were published. Nobody who never opened Home costs a Slack call."""
         published = 0
-        for user in await self.store.home_viewers(limit=_VIEWER_SCAN):
+        for user in await self.viewers():
             for record in records:
                 if await self.refusal(record, user) is None:
                     published += await self.publish(user)
