@@ -14,6 +14,7 @@ from ._errors import (
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
 from ._keys import THREAD_LEASE_TTL
+from ._nudges import nudge_times
 from ._open import open_store, store_from_url
 from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
 from ._records import (
@@ -24,6 +25,8 @@ from ._records import (
     InteractionRecord,
     InteractionStatus,
     NestedRun,
+    Nudge,
+    NudgeKind,
     PendingCall,
     PendingInteraction,
     RunClaim,
@@ -56,6 +59,8 @@ __all__ = [
     "InteractionStatus",
     "InteractionStore",
     "NestedRun",
+    "Nudge",
+    "NudgeKind",
     "PendingCall",
     "PendingInteraction",
     "RedisStore",
@@ -77,6 +82,7 @@ __all__ = [
     "check_schema",
     "check_store",
     "missing_sqlite_file",
+    "nudge_times",
     "open_store",
     "resolve_store_url",
     "schema_errors",

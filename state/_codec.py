@@ -42,9 +42,21 @@ _INTERACTION = TypeAdapter(InteractionRecord)
 _AUDIT = TypeAdapter(AuditEntry)
 _STOP = TypeAdapter(ThreadStop)
 
-INTERACTION_OVERLAY = ("status", "answer", "answered_by", "answered_at", "channel", "message_ts")
+INTERACTION_OVERLAY = (
+    "status",
+    "answer",
+    "answered_by",
+    "answered_at",
+    "channel",
+    "message_ts",
+    "reminded_at",
+    "escalated_at",
+)
 """Fields of an interaction that change after it is added. Both stores keep them beside the JSON
 as written, so a claim updates them in place (in Lua or SQL) without re-encoding the record."""
+
+_TIMES = frozenset({"answered_at", "reminded_at", "escalated_at"})
+"""Overlay fields that are Unix seconds (a number, or its text on Redis)."""
 
 _T = TypeVar("_T")
 Raw = bytes | str
@@ -327,7 +339,8 @@ def decode_interaction(
     """The record as added, with the fields of `INTERACTION_OVERLAY` found in `overlay` on top.
 
     Values in `overlay` are as the store returns them: text (or bytes) for strings, the answer
-    as JSON, and `answered_at` as a number or its text.
+    as JSON, and the times (`answered_at`, `reminded_at`, `escalated_at`) as a number or its
+    text.
     """
     try:
         fields = pydantic_core.from_json(data)
@@ -339,7 +352,7 @@ def decode_interaction(
                 continue
             if name == "answer":
                 fields[name] = pydantic_core.from_json(value)  # type: ignore[arg-type]
-            elif name == "answered_at":
+            elif name in _TIMES:
                 fields[name] = float(text(value))
             else:
                 fields[name] = text(value)

@@ -17,6 +17,8 @@ __all__ = [
     "InteractionRecord",
     "InteractionStatus",
     "NestedRun",
+    "Nudge",
+    "NudgeKind",
     "PendingCall",
     "PendingInteraction",
     "RunClaim",
@@ -32,8 +34,19 @@ RunStatus = Literal["running", "paused", "success", "error", "cancelled"]
 continued without running a finished call again. It is never claimable and never settled."""
 InteractionStatus = Literal["pending", "answered", "expired", "superseded", "cancelled"]
 AuditAction = Literal[
-    "answered", "refused", "expired", "superseded", "cancelled", "resumed", "stopped"
+    "answered",
+    "refused",
+    "expired",
+    "superseded",
+    "cancelled",
+    "resumed",
+    "stopped",
+    "reminded",
+    "escalated",
+    "withdrawn",
 ]
+NudgeKind = Literal["reminder", "escalation"]
+"""What an unanswered approval is due for: its one reminder, then its one escalation."""
 
 
 @dataclass(kw_only=True)
@@ -175,6 +188,12 @@ class InteractionRecord:
     created_at: float = 0.0
     expires_at: float = 0.0
     """Unix seconds after which a pending interaction counts as expired."""
+    reminded_at: float | None = None
+    """When its approvers were reminded (`Approval.remind_after`); set once, by the store's
+    `mark_nudged`, never by whoever adds the record."""
+    escalated_at: float | None = None
+    """When its rule's `escalate_to` was added to who may approve it; set once, like
+    `reminded_at`, and only after it."""
 
 
 @dataclass(kw_only=True)
@@ -184,6 +203,17 @@ class InteractionClaim:
     won: bool
     record: InteractionRecord | None
     """The record as stored after the attempt; None when no such interaction exists."""
+
+
+@dataclass(kw_only=True)
+class Nudge:
+    """An unanswered approval whose reminder or escalation is due (`due_nudges`)."""
+
+    kind: NudgeKind
+    due_at: float
+    """Unix seconds it was due at: `created_at + remind_after` for the reminder, and the
+    escalation `escalation_delay` seconds after that."""
+    record: InteractionRecord
 
 
 @dataclass(kw_only=True)
