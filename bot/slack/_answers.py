@@ -77,12 +77,16 @@ class Answers:
         members: GroupMembers,
         expire: Expire,
         clock: Callable[[], float] = time.time,
+        fresh_members: GroupMembers | None = None,
     ) -> None:
         self.store = store
         self.chat = chat
         self.conversations = conversations
         self.policy = policy
         self.members = members
+        self.fresh_members = fresh_members or members
+        """User groups read without a cache: approvals are checked against them again just
+        before a run resumes (`members` may be a minute old)."""
         self.expire = expire
         self.clock = clock
         self._settled_before: set[str] = set()
@@ -373,6 +377,17 @@ class Answers:
         A retried work item finds its own earlier claim (same person, same answer): it goes on
         to the resume its first attempt may not have finished, and is not told "already".
         """
+        refusal = await self._refusal_now(record, user=user, answer=answer)
+        if refusal is not None:
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=refusal,
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+            )
+            return
         thread = _thread_of(record)
         child_id = None if work is None else work.run_id("resume")
         hold = None if child_id is None else await self.conversations.hold_turn(thread)
@@ -429,6 +444,58 @@ class Answers:
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
         )
 
+    # ------------------------------------------------- approvals checked again
+
+    async def _refusal_now(
+        self, record: InteractionRecord, *, user: str, answer: Any
+    ) -> str | None:
+        """The policy once more for an approval about to be claimed, with user groups read
+        fresh: the click was checked against a cached membership, and this claim may resume
+        the run at once. None for anything that is not a pending approval."""
+        if record.kind != "approval" or record.status != "pending":
+            return None
+        denying = not _approves(answer)
+        return await self.policy.refusal(record, user, self.fresh_members, denying=denying)
+
+    async def _withdraw_unallowed(self, records: list[InteractionRecord]) -> bool:
+        """Check every approval a run would resume with against the policy as it is now (user
+        groups read fresh); each that no longer counts is withdrawn in the store (back to
+        pending, audited, only while the run is unclaimed) and its card reopened with a note.
+        True when any did not count: the run then stays paused, waiting for another approval."""
+        refused = False
+        for record in records:
+            reason = await self.policy.withdrawal_reason(record, self.fresh_members)
+            if reason is None or record.answered_by is None:
+                continue
+            refused = True
+            claim = await self.store.withdraw_answer(
+                record.interaction_id,
+                answered_by=record.answered_by,
+                run_id=record.run_id,
+                audit=AuditEntry(
+                    at=self.clock(),
+                    action="withdrawn",
+                    interaction_id=record.interaction_id,
+                    run_id=record.run_id,
+                    user=record.answered_by,
+                    detail=reason,
+                ),
+            )
+            if not claim.won or claim.record is None:
+                continue
+            log.info("withdrew %s's approval of %s: %s", record.answered_by, record.run_id, reason)
+            reopened = claim.record
+            if reopened.channel and reopened.message_ts:
+                note = (
+                    f":warning: {blocks.approver_mentions([record.answered_by])}'s approval was "
+                    f"withdrawn: {reason}. It needs another approval."
+                )
+                card = blocks.with_note(blocks.render_card(reopened), note)
+                await self.chat.update(
+                    reopened.channel, reopened.message_ts, card["text"], blocks=card["blocks"]
+                )
+        return refused
+
     async def _claim(
         self,
         record: InteractionRecord,
@@ -474,6 +541,8 @@ class Answers:
         the run, so two processes racing here resume it once)."""
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status != "answered" for record in records):
+            return False
+        if await self._withdraw_unallowed(records):
             return False
         await self.conversations.resume(
             run_id=run_id,
@@ -542,6 +611,8 @@ class Answers:
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status == "pending" for record in records):
             return False
+        if await self._withdraw_unallowed(records):
+            return False
         log.info("recovering run %s: every answer is in, but it was never resumed", run_id)
         answers: dict[str, Any] = {}
         for record in records:
@@ -575,6 +646,12 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
         for record in records
         if record.answered_by and not (record.kind == "approval" and _plain_approval(record.answer))
     ]
+
+
+def _approves(answer: Any) -> bool:
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
 
 
 def _plain_approval(answer: Any) -> bool:

@@ -42,7 +42,8 @@ from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
-from ._policy import AnswerPolicy, GroupMembers, slack_group_members
+from ._nudges import Nudges
+from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
 from ._verify import (
@@ -144,6 +145,9 @@ class SlackBot:
             answerers=tuple(settings.handback_answerers),
             allow_self_approval=settings.handback_allow_self_approval,
         )
+        # Injected members (tests) are read as given; Slack's are cached for clicks, and read
+        # fresh when a resume checks its approvals again.
+        fresh = members or fresh_group_members(self.client)
         members = members or slack_group_members(self.client)
         self.conversations = Conversations(
             agent=agent,
@@ -160,6 +164,7 @@ class SlackBot:
             conversations=self.conversations,
             interval=settings.handback_sweep_interval,
             clock=clock,
+            nudges=Nudges(store=store, chat=self.chat, policy=self.policy, clock=clock),
         )
         self.answers = Answers(
             store=store,
@@ -167,6 +172,7 @@ class SlackBot:
             conversations=self.conversations,
             policy=self.policy,
             members=members,
+            fresh_members=fresh,
             expire=self._expire_later,
             clock=clock,
         )

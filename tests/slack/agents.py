@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bot import Agent, Tool, suspend
+from bot import Agent, Approval, Tool, suspend
 from bot.testing import FunctionModel
 from bot.tools import ask_user, ask_user_multi, confirm
 
@@ -349,3 +349,48 @@ laundering_agent = Agent(
 )
 """Asks what to do for every message, and deploys (behind an approval) when the answer says
 "deploy": the shape of four-eyes laundering, where whoever answers steers the model."""
+
+
+# Reminders, escalation and approvals checked again at resume (tests/slack/test_reminders.py).
+
+REMIND_RULE = Approval(
+    approvers=["S0OPS"], remind_after=300, escalate_to=["U0DAVE"], escalate_after=600
+)
+
+reminding_agent = Agent(
+    name="reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=REMIND_RULE)],
+)
+
+dm_reminding_agent = Agent(
+    name="dm_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["U0BOB", "S0OPS"], remind_after=300, escalate_to=["U0DAVE"]
+            ),
+        )
+    ],
+)
+
+
+def _deploy_api_and_web(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Two approvals pending at once: both deploys in one step."""
+    last = _last(messages)
+    if last["role"] == "tool":
+        results = [str(m["content"]) for m in messages if m["role"] == "tool"]
+        return "Tool said: " + "; ".join(results)
+    return [
+        {"name": "deploy", "arguments": {"service": "api", "environment": "prod"}},
+        {"name": "deploy", "arguments": {"service": "web", "environment": "prod"}},
+    ]
+
+
+group_approved_agent = Agent(
+    name="group_approved",
+    model=FunctionModel(_deploy_api_and_web),
+    tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"]))],
+)
