@@ -1,8 +1,9 @@
 """Run by the cross-process reminder test: one bot's periodic sweep, at a given time.
 
-Usage: python -m tests.slack.sweep_worker STORE_URL SLACK_API_URL BOT_TOKEN SIGNING_SECRET NOW
-Prints `ready` once the bot is up, waits for a line on stdin, sweeps until idle with its clock
-at NOW, and prints `{"fired": n}` (expiries, reminders and escalations this process fired).
+Usage: python -m tests.slack.sweep_worker STORE_URL SLACK_API_URL BOT_TOKEN SIGNING_SECRET
+Prints `ready` once the bot is up; then for each line on stdin (a Unix time) sweeps until idle
+with its clock there and prints `{"fired": n}` (expiries, reminders and escalations this process
+fired); an empty line or the end of input stops it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from state import open_store
 from . import agents
 
 
-async def main(url: str, api_url: str, token: str, secret: str, now: str) -> None:
+async def main(url: str, api_url: str, token: str, secret: str) -> None:
+    now = 0.0
     settings = load_settings(
         slack_bot_token=token,
         slack_signing_secret=secret,
@@ -30,15 +32,16 @@ async def main(url: str, api_url: str, token: str, secret: str, now: str) -> Non
             agent=agents.reminding_agent,
             store=store,
             settings=settings,
-            clock=lambda: float(now),
+            clock=lambda: now,
             loops=False,
         ) as bot,
     ):
         print("ready", flush=True)
-        await asyncio.to_thread(sys.stdin.readline)
-        fired = await bot.sweeper.run_until_idle()
-        print(json.dumps({"fired": fired}), flush=True)
+        while line := (await asyncio.to_thread(sys.stdin.readline)).strip():
+            now = float(line)
+            fired = await bot.sweeper.run_until_idle()
+            print(json.dumps({"fired": fired}), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:6]))
+    asyncio.run(main(*sys.argv[1:5]))

@@ -189,41 +189,61 @@ async def test_two_sweepers_on_one_store_fire_each_once(
         ]
 
 
-async def _sweep_in_processes(store_url: str, slack: LocalSlack, now: float, count: int) -> int:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.slack.sweep_worker",
-            store_url,
-            slack.api_url,
-            slack.bot_token,
-            slack.signing_secret,
-            repr(now),
-            cwd=ROOT,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        for _ in range(count)
-    ]
-    try:
+class SweepProcesses:
+    """Bot processes on one store that sweep, all at once, at the times they are sent."""
+
+    def __init__(self, procs: list[asyncio.subprocess.Process]) -> None:
+        self.procs = procs
+
+    @classmethod
+    async def start(cls, store_url: str, slack: LocalSlack, count: int) -> SweepProcesses:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        args = [store_url, slack.api_url, slack.bot_token, slack.signing_secret]
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tests.slack.sweep_worker",
+                *args,
+                cwd=ROOT,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            for _ in range(count)
+        ]
+        sweepers = cls(procs)
         async with asyncio.timeout(60):
             for proc in procs:
                 assert proc.stdout is not None
                 assert (await proc.stdout.readline()).strip() == b"ready"
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write(b"go\n")
-            outputs = [await proc.communicate() for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
+        return sweepers
+
+    async def sweep(self, now: float) -> int:
+        """Every process sweeps at `now` at the same moment; how many fired, in all."""
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{now!r}\n".encode())
+        await asyncio.gather(*(proc.stdin.drain() for proc in self.procs if proc.stdin))
+        fired = 0
+        async with asyncio.timeout(30):
+            for proc in self.procs:
+                assert proc.stdout is not None
+                fired += json.loads(await proc.stdout.readline())["fired"]
+        return fired
+
+    async def stop(self) -> None:
+        for proc in self.procs:
+            if proc.stdin is not None and proc.returncode is None:
+                proc.stdin.write(b"\n")
+        for proc in self.procs:
+            try:
+                async with asyncio.timeout(20):
+                    await proc.wait()
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
-    assert all(proc.returncode == 0 for proc in procs)
-    return sum(json.loads(out.strip().splitlines()[-1])["fired"] for out, _ in outputs)
+        assert [proc.returncode for proc in self.procs] == [0] * len(self.procs)
 
 
 async def test_sweepers_in_separate_processes_fire_each_once(
@@ -233,10 +253,15 @@ async def test_sweepers_in_separate_processes_fire_each_once(
         asked = await h.mention(ALICE, "deploy api to prod")
         start = h.clock.now
     # The bot that posted the card is gone; two fresh processes sweep the same store.
-    assert await _sweep_in_processes(store_url, slack, start + 299, 2) == 0
-    assert await _sweep_in_processes(store_url, slack, start + 300, 2) == 1
-    assert await _sweep_in_processes(store_url, slack, start + 900, 2) == 1
-    assert await _sweep_in_processes(store_url, slack, start + 2000, 2) == 0
+    sweepers = await SweepProcesses.start(store_url, slack, 2)
+    try:
+        assert await sweepers.sweep(start + 299) == 0
+        assert await sweepers.sweep(start + 300) == 1
+        assert await sweepers.sweep(start + 899) == 0
+        assert await sweepers.sweep(start + 900) == 1
+        assert await sweepers.sweep(start + 2000) == 0
+    finally:
+        await sweepers.stop()
     texts = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
     assert [t[:10] for t in texts if t.startswith((REMINDER, ESCALATED))] == [
         REMINDER[:10],
