@@ -9,14 +9,20 @@ import json
 import os
 import sys
 from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
 
 from blocks import ACTION_APPROVE
+from bot import Agent, chatops
+from bot.playground._playground import APPROVERS as PLAYGROUND_APPROVERS
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
+from bot.testing import FunctionModel
 from state import open_store
 
 from . import agents
-from .conftest import ALICE, BOB, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 from .processes import ROOT
 
 REMINDER = ":bell: Reminder"
@@ -267,3 +273,39 @@ async def test_sweepers_in_separate_processes_fire_each_once(
         REMINDER[:10],
         ESCALATED[:10],
     ]
+
+
+async def test_the_chatops_prod_deploy_reminds_then_escalates_to_dave(
+    make_bot: BotFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The playground's demo: a prod deploy nobody answers reminds bob and carol after five
+    minutes and lets dave approve five minutes later (the playground sweeps by the real clock)."""
+    monkeypatch.setattr(chatops, "fleet", chatops.Fleet.fresh())
+
+    def respond(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        if messages[-1]["role"] == "tool":
+            return str(messages[-1]["content"])
+        arguments = {"service": "web", "version": "2.1.0", "environment": "prod"}
+        return [{"name": "deploy", "arguments": arguments}]
+
+    agent = Agent(
+        name="ops", model=FunctionModel(respond), tools=list(chatops.agent.tools.values())
+    )
+    async with make_bot(agent, HANDBACK_APPROVERS=",".join(PLAYGROUND_APPROVERS)) as h:
+        asked = await h.mention(ALICE, "ship web 2.1.0 to prod")
+        card = h.card(asked.ts)
+        h.clock.advance(300)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        [reminder] = nudges(h, asked.ts)
+        assert f"<@{BOB}>" in reminder and f"<@{CAROL}>" in reminder
+        await h.click(DAVE, card.ts, ACTION_APPROVE)
+        assert "not on the list" in h.ephemerals(DAVE)[-1]
+        h.clock.advance(300)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        assert f"<@{DAVE}>" in nudges(h, asked.ts)[-1]
+        refusals = len(h.ephemerals(DAVE))
+        await h.click(DAVE, card.ts, ACTION_APPROVE)
+        assert len(h.ephemerals(DAVE)) == refusals  # admitted now
+        audit = await h.store.recent_audit()
+        assert [e.action for e in audit if e.user == DAVE and e.action == "refused"] == ["refused"]
+        assert any(e.user == DAVE and e.action != "refused" for e in audit)
