@@ -78,3 +78,25 @@ async def test_the_click_is_checked_with_fresh_membership(make_bot: BotFactory) 
 
         await h.click(CAROL, card.ts, ACTION_APPROVE)
         assert len(agents.DEPLOYS) == 2
+
+
+async def test_recovery_checks_the_approvals_again_too(make_bot: BotFactory) -> None:
+    async with make_bot(agents.group_approved_agent) as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        api, web = h.cards(asked.ts)
+        # Both answers taken, then the process died before the resume (straight in the store).
+        for card, user in ((api, BOB), (web, CAROL)):
+            claim = await h.store.answer_interaction(
+                h.interaction_id(card), answer=True, answered_by=user, now=h.clock()
+            )
+            assert claim.won
+        h.slack.usergroups["S0OPS"] = [CAROL]
+
+        assert await h.bot.answers.recover() == 1
+        await h.bot.drain()
+        assert agents.DEPLOYS == []
+        assert NOTE in shown(h, api.channel, api.ts)
+        assert [e.user for e in await h.store.recent_audit() if e.action == "withdrawn"] == [BOB]
+
+        await h.click(CAROL, api.ts, ACTION_APPROVE)
+        assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
