@@ -33,7 +33,7 @@ from .. import Cancel, _logging, _metrics
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
-from ._policy import AnswerPolicy, GroupMembers
+from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._worker import Work
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck", "user_and_channel"]
@@ -463,8 +463,9 @@ class Answers:
         pending, audited, only while the run is unclaimed) and its card reopened with a note.
         True when any did not count: the run then stays paused, waiting for another approval."""
         refused = False
+        members = read_once(self.fresh_members)
         for record in records:
-            reason = await self.policy.withdrawal_reason(record, self.fresh_members)
+            reason = await self.policy.withdrawal_reason(record, members)
             if reason is None or record.answered_by is None:
                 continue
             refused = True

@@ -36,6 +36,7 @@ __all__ = [
     "GroupLookupFailed",
     "GroupMembers",
     "fresh_group_members",
+    "read_once",
     "slack_group_members",
 ]
 
@@ -72,6 +73,19 @@ def fresh_group_members(client: AsyncWebClient) -> GroupMembers:
         return await _list_members(client, group_id)
 
     return members
+
+
+def read_once(members: GroupMembers) -> GroupMembers:
+    """`members`, each group read at most once through the result (a failure is not kept): one
+    check of several approvals against fresh membership asks Slack once per group."""
+    seen: dict[str, frozenset[str]] = {}
+
+    async def once(group_id: str) -> frozenset[str]:
+        if group_id not in seen:
+            seen[group_id] = await members(group_id)
+        return seen[group_id]
+
+    return once
 
 
 async def _list_members(client: AsyncWebClient, group_id: str) -> frozenset[str]:
@@ -139,6 +153,7 @@ class AnswerPolicy:
         """Why the approval `record` holds no longer counts (said of its approver, for the
         thread and the audit log), or None when it still does. `members` should read user
         groups fresh: this is the check made again just before the run resumes."""
+        members = read_once(members)
         user = record.answered_by
         if record.kind != "approval" or record.status != "answered":
             return None

@@ -54,8 +54,12 @@ async def test_approvers_still_on_the_list_resume_at_once(make_bot: BotFactory) 
         asked = await h.mention(ALICE, "deploy api and web")
         api, web = h.cards(asked.ts)
         await h.click(BOB, api.ts, ACTION_APPROVE)
+        lookups = len(h.slack.calls_to("usergroups.users.list"))
         await h.click(CAROL, web.ts, ACTION_APPROVE)
         assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
+        # Carol's click was checked against the cache, then Slack was asked twice: for her
+        # claim, and once for the resume's check of both approvals.
+        assert len(h.slack.calls_to("usergroups.users.list")) == lookups + 2
         assert "withdrawn" not in [e.action for e in await h.store.recent_audit()]
 
 
