@@ -5,18 +5,21 @@ Pure functions, no I/O. Ids on the wire:
 - every interactive block has `block_id = "hb|<interaction_id>|<part>"` (`a` buttons, `o` option
   buttons, `s<page>` a select page, `m` a multi-select, `v` / `p<n>` / `...c<n>` modal inputs,
   `reason` the deny reason);
-- every control's `action_id` starts with `hb:` (`hb:approve`, `hb:deny`, `hb:deny_reason`,
-  `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`, `hb:multi`, `hb:submit`, `hb:answer`,
-  `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on `ACTION_PATTERN` catches
-  them; option values are indexes into the stored options, page buttons carry the page number;
-- modals use `callback_id` `hb:modal` or `hb:deny_modal` and carry the interaction id in
-  `private_metadata`; a slash command's form uses `hb:command_modal` and carries its
-  `CommandOrigin` (command, channel, who typed it) as JSON there instead.
+- every control's `action_id` starts with `hb:` (`hb:approve`, `hb:edit`, `hb:deny`,
+  `hb:deny_reason`, `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`, `hb:multi`,
+  `hb:submit`, `hb:answer`, `hb:more:<page>`; `hb:input` inside modals), so one Bolt listener on
+  `ACTION_PATTERN` catches them; option values are indexes into the stored options, page buttons
+  carry the page number;
+- modals use `callback_id` `hb:modal`, `hb:deny_modal` or `hb:edit_modal` (edit the arguments,
+  then approve) and carry the interaction id in `private_metadata`; a slash command's form uses
+  `hb:command_modal` and carries its `CommandOrigin` (command, channel, who typed it) as JSON
+  there instead.
 
 The app's flow: `parse_block_action` -> look the interaction up -> by `CardAction.intent`:
-`resolve_answer` ("answer"), `render_modal` + `views.open` ("open_modal"), `page_from_action` +
-`render_card(page=...)` ("page"), or just ack ("selection"). For modals `parse_view_submission`
--> `answer_from_submission`, acking `InvalidAnswer.errors` inline. After a claim, `render(record)`.
+`resolve_answer` ("answer"), `render_modal` (or for `hb:edit`, `render_edit_modal`) +
+`views.open` ("open_modal"), `page_from_action` + `render_card(page=...)` ("page"), or just ack
+("selection"). For modals `parse_view_submission` -> `answer_from_submission`, acking
+`InvalidAnswer.errors` inline. After a claim, `render(record)`.
 """
 
 from ._answers import (
@@ -30,8 +33,10 @@ from ._approvers import approver_mentions, with_note
 from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
+from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
+from ._home import HOME_BLOCK_LIMIT, Decision, GrantLine, grant_blocks, render_home
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -39,6 +44,7 @@ from ._ids import (
     ACTION_CONFIRM,
     ACTION_DENY,
     ACTION_DENY_REASON,
+    ACTION_EDIT,
     ACTION_INPUT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -48,6 +54,7 @@ from ._ids import (
     ACTION_SUBMIT,
     CALLBACK_COMMAND_MODAL,
     CALLBACK_DENY_MODAL,
+    CALLBACK_EDIT_MODAL,
     CALLBACK_MODAL,
     CALLBACK_PATTERN,
     ActionName,
@@ -58,6 +65,7 @@ from ._outcome import render, render_answered, render_closed
 from ._payloads import (
     CardAction,
     CardIntent,
+    ClickOrigin,
     CommandOrigin,
     CommandSubmission,
     ModalSubmission,
@@ -74,6 +82,7 @@ __all__ = [
     "ACTION_CONFIRM",
     "ACTION_DENY",
     "ACTION_DENY_REASON",
+    "ACTION_EDIT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -83,15 +92,21 @@ __all__ = [
     "ACTION_SUBMIT",
     "CALLBACK_COMMAND_MODAL",
     "CALLBACK_DENY_MODAL",
+    "CALLBACK_EDIT_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
+    "HOME_BLOCK_LIMIT",
+    "REDACTED",
     "ActionName",
     "CallbackName",
     "CardAction",
     "CardIntent",
+    "ClickOrigin",
     "CommandError",
     "CommandOrigin",
     "CommandSubmission",
+    "Decision",
+    "GrantLine",
     "InputValue",
     "InvalidAnswer",
     "Message",
@@ -101,8 +116,11 @@ __all__ = [
     "answer_from_text",
     "approver_mentions",
     "arguments_from_submission",
+    "can_edit",
     "command_usage",
     "escape",
+    "grant_blocks",
+    "locked_arguments",
     "page_from_action",
     "parse_block_action",
     "parse_command",
@@ -114,6 +132,8 @@ __all__ = [
     "render_card",
     "render_closed",
     "render_command_modal",
+    "render_edit_modal",
+    "render_home",
     "render_modal",
     "resolve_answer",
     "show_hidden",

@@ -27,6 +27,7 @@ from ._ids import (
     ACTION_APPROVE,
     ACTION_CONFIRM,
     CALLBACK_DENY_MODAL,
+    CALLBACK_EDIT_MODAL,
     block_id,
 )
 from ._payloads import CardAction, ModalSubmission
@@ -146,6 +147,11 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
     _same_interaction(record, submission.interaction_id)
     if submission.callback_id == CALLBACK_DENY_MODAL:
         return _deny_answer(record, submission)
+    if submission.callback_id == CALLBACK_EDIT_MODAL:
+        # Imported here: the edit form reads itself back with `read_form`, from this module.
+        from ._edit import edited_arguments
+
+        return edited_arguments(record, submission)
     if record.kind == "approval":
         raise InvalidAnswer("An approval is answered with its buttons.")
     fields = form_fields(record)

@@ -8,6 +8,7 @@ from state import InteractionRecord
 
 from ._answers import accepts_text_reply
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
+from ._edit import can_edit
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -15,6 +16,7 @@ from ._ids import (
     ACTION_CONFIRM,
     ACTION_DENY,
     ACTION_DENY_REASON,
+    ACTION_EDIT,
     ACTION_MORE,
     ACTION_MULTI,
     ACTION_OPTION,
@@ -26,7 +28,7 @@ from ._ids import (
 from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, mention, plain, slack_len
 
-__all__ = ["Message", "render_card"]
+__all__ = ["Message", "controls", "render_card"]
 
 _BUTTON_LIMIT: Final = 75
 _PLACEHOLDER_LIMIT: Final = 150
@@ -168,8 +170,10 @@ def _multi_choice(record: InteractionRecord, choices: Choices) -> list[dict[str,
 
 def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
     if record.kind == "approval":
-        buttons = [
-            _button("Approve", ACTION_APPROVE, "approve", "primary"),
+        buttons = [_button("Approve", ACTION_APPROVE, "approve", "primary")]
+        if can_edit(record):
+            buttons.append(_button("Edit and approve…", ACTION_EDIT, "edit"))
+        buttons += [
             _button("Deny", ACTION_DENY, "deny", "danger"),
             _button("Deny with reason…", ACTION_DENY_REASON, "deny_reason"),
         ]
@@ -202,3 +206,9 @@ def render_card(record: InteractionRecord, *, page: int = 0) -> Message:
     """The card for a pending interaction; `page` picks which hundred options a long list shows."""
     blocks = summary_blocks(record) + _controls(record, page) + _footer(record)
     return {"text": fallback(record), "blocks": blocks}
+
+
+def controls(record: InteractionRecord, page: int = 0) -> list[dict[str, Any]]:
+    """The card's controls alone, for other surfaces that answer the same interaction (App
+    Home): the same block and action ids, so a click there is claimed like one on the card."""
+    return _controls(record, page)

@@ -22,7 +22,7 @@ from ._payloads import CommandOrigin, CommandSubmission
 from ._summary import section
 from ._text import cut, escape, plain
 
-__all__ = ["arguments_from_submission", "command_fields", "render_command_modal"]
+__all__ = ["arguments_from_submission", "command_fields", "prefill", "render_command_modal"]
 
 _FORM_ID: Final = "command"
 """Stands where a question's form has its interaction id, in every block id of the form."""
@@ -53,7 +53,7 @@ def _initial_text(value: Any, field: Field) -> str | None:
     return text if text is not None and 0 < len(text) <= _TEXT_LIMIT else None
 
 
-def _prefill(block: dict[str, Any], field: Field, arguments: dict[str, Any]) -> dict[str, Any]:
+def prefill(block: dict[str, Any], field: Field, arguments: dict[str, Any]) -> dict[str, Any]:
     """`block` with its element showing the argument the person gave for `field`, if any."""
     if field.key not in arguments or field.typed:
         return block
@@ -104,7 +104,7 @@ def render_command_modal(
     if problem:
         intro = f"{cut(problem, _INTRO_LIMIT - len(intro) - 1)}\n{intro}"
     form = [section(intro)]
-    form += [_prefill(input_block(field), field, arguments) for field in fields]
+    form += [prefill(input_block(field), field, arguments) for field in fields]
     return {
         "type": "modal",
         "callback_id": CALLBACK_COMMAND_MODAL,

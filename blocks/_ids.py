@@ -19,6 +19,7 @@ __all__ = [
     "ACTION_CONFIRM",
     "ACTION_DENY",
     "ACTION_DENY_REASON",
+    "ACTION_EDIT",
     "ACTION_INPUT",
     "ACTION_MORE",
     "ACTION_MULTI",
@@ -28,6 +29,7 @@ __all__ = [
     "ACTION_SUBMIT",
     "CALLBACK_COMMAND_MODAL",
     "CALLBACK_DENY_MODAL",
+    "CALLBACK_EDIT_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
     "MAX_INTERACTION_ID",
@@ -43,6 +45,7 @@ ActionName = Literal[
     "hb:approve",
     "hb:deny",
     "hb:deny_reason",
+    "hb:edit",
     "hb:confirm",
     "hb:cancel",
     "hb:option",
@@ -53,11 +56,13 @@ ActionName = Literal[
     "hb:more",
     "hb:input",
 ]
-CallbackName = Literal["hb:modal", "hb:deny_modal", "hb:command_modal"]
+CallbackName = Literal["hb:modal", "hb:deny_modal", "hb:edit_modal", "hb:command_modal"]
 
 ACTION_APPROVE: Final = "hb:approve"
 ACTION_DENY: Final = "hb:deny"
 ACTION_DENY_REASON: Final = "hb:deny_reason"
+ACTION_EDIT: Final = "hb:edit"
+"""Opens the form an approver edits the arguments in before approving (`editable` rules)."""
 ACTION_CONFIRM: Final = "hb:confirm"
 ACTION_CANCEL: Final = "hb:cancel"
 ACTION_OPTION: Final = "hb:option"
@@ -71,12 +76,14 @@ ACTION_INPUT: Final = "hb:input"
 
 CALLBACK_MODAL: Final = "hb:modal"
 CALLBACK_DENY_MODAL: Final = "hb:deny_modal"
+CALLBACK_EDIT_MODAL: Final = "hb:edit_modal"
+"""The edit-and-approve form; its submission approves with the edited arguments."""
 CALLBACK_COMMAND_MODAL: Final = "hb:command_modal"
 """The form a slash command opens when its text does not make valid arguments."""
 
 ACTION_PATTERN: Final = re.compile(r"^hb:")
 """What the Slack app registers its single action listener on."""
-CALLBACK_PATTERN: Final = re.compile(r"^hb:(deny_|command_)?modal$")
+CALLBACK_PATTERN: Final = re.compile(r"^hb:(deny_|edit_|command_)?modal$")
 
 _BLOCK_PREFIX: Final = "hb|"
 _MAX_PART: Final = 16

@@ -9,11 +9,13 @@ from state import InteractionRecord
 from ._card import Message, render_card
 from ._choices import is_boolean
 from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
-from ._text import cut_mrkdwn, date_token, json_code_block, mention, to_display
+from ._text import cut_mrkdwn, date_token, inline_code, json_code_block, mention, to_display
 
-__all__ = ["render", "render_answered", "render_closed"]
+__all__ = ["approval_outcome", "render", "render_answered", "render_closed"]
 
 _REASON_LIMIT = 1500
+_EDITS_SHOWN = 8
+_EDIT_VALUE_LIMIT = 80
 
 
 def _when(unix: float | None) -> str:
@@ -33,6 +35,39 @@ def _approval_outcome(answer: Any) -> tuple[str, str | None]:
     return ("Approved" if answer is True else "Denied"), None
 
 
+def _edits(record: InteractionRecord) -> list[str]:
+    """What an approver changed before approving (`hb:edit_modal`), one entry per argument.
+
+    Only editable arguments can be in the answer (a secret-looking one is never read back from
+    the form), so a changed plain value is shown; a changed object or list only by its name,
+    since a secret may sit inside it."""
+    answer = record.answer
+    if not isinstance(answer, dict) or answer.get("approved") is not True:
+        return []
+    edited = answer.get("arguments")
+    before = record.payload.get("arguments")
+    if not isinstance(edited, dict):
+        return []
+    before = before if isinstance(before, dict) else {}
+    changes: list[str] = []
+    for key, value in edited.items():
+        if key in before and before[key] == value:
+            continue
+        name = inline_code(to_display(key), _EDIT_VALUE_LIMIT)
+        was = before.get(key)
+        if isinstance(value, dict | list) or isinstance(was, dict | list):
+            changes.append(f"{name} changed")
+            continue
+        old = inline_code(to_display(was), _EDIT_VALUE_LIMIT) if key in before else "(not set)"
+        changes.append(f"{name}: {old} → {inline_code(to_display(value), _EDIT_VALUE_LIMIT)}")
+    return changes
+
+
+def approval_outcome(answer: Any) -> tuple[str, str | None]:
+    """`(verb, reason)` of an approval answer, as the card says it ("Approved", "Denied")."""
+    return _approval_outcome(answer)
+
+
 def _answer_text(answer: Any, room: int) -> str:
     """The answer as readable, escaped mrkdwn within `room` characters."""
     if isinstance(answer, list) and all(isinstance(item, str) for item in answer):
@@ -50,6 +85,12 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
         verb, reason = _approval_outcome(record.answer)
         icon = "✅" if verb == "Approved" else "❌"
         line = f"{icon} *{verb}* by {who}{when}"
+        edits = _edits(record)
+        if edits:
+            shown = ", ".join(edits[:_EDITS_SHOWN])
+            more = f" and {len(edits) - _EDITS_SHOWN} more" if len(edits) > _EDITS_SHOWN else ""
+            line += f"\n✏️ *Edited the arguments before approving:* {shown}{more}"
+            return line, f" — approved with edits by {who}"
         if reason is not None:
             # One line: a typed line break could add a fake "Approved by" under the real status.
             flat = " ".join(part.strip() for part in reason.splitlines() if part.strip())

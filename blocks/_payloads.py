@@ -17,6 +17,7 @@ from ._form import InputValue
 from ._ids import (
     ACTION_ANSWER,
     ACTION_DENY_REASON,
+    ACTION_EDIT,
     ACTION_INPUT,
     ACTION_MORE,
     ACTION_MULTI,
@@ -29,6 +30,7 @@ from ._ids import (
 __all__ = [
     "CardAction",
     "CardIntent",
+    "ClickOrigin",
     "CommandOrigin",
     "CommandSubmission",
     "ModalSubmission",
@@ -44,9 +46,14 @@ another page of options (`chat.update`), or nothing (a checkbox toggled before S
 _INTENTS: Final[dict[ActionName, CardIntent]] = {
     ACTION_ANSWER: "open_modal",
     ACTION_DENY_REASON: "open_modal",
+    ACTION_EDIT: "open_modal",
     ACTION_MORE: "page",
     ACTION_MULTI: "selection",
 }
+
+ClickOrigin = Literal["message", "home"]
+"""Where a click was made: on a card (a message, in a channel), or in the app's Home tab (a
+view, which Slack sends without a channel)."""
 
 _Id = Annotated[str, Field(min_length=1, max_length=255)]
 _Short = Annotated[str, Field(max_length=3000)]
@@ -65,6 +72,8 @@ class _Channel(_Model):
 
 
 class _Container(_Model):
+    type: _Id | None = None
+    """`message` for a card, `view` for a view (App Home, a modal)."""
     message_ts: _Id | None = None
     channel_id: _Id | None = None
     thread_ts: _Id | None = None
@@ -98,6 +107,14 @@ class _State(_Model):
     values: dict[str, dict[str, _Element]] = {}
 
 
+class _ActionView(_Model):
+    """The view a click was made in (absent for a click on a message)."""
+
+    type: _Id
+    id: _Id | None = None
+    state: _State | None = None
+
+
 class _BlockActions(_Model):
     type: Literal["block_actions"]
     user: _User
@@ -106,13 +123,14 @@ class _BlockActions(_Model):
     container: _Container | None = None
     message: _Message | None = None
     state: _State | None = None
+    view: _ActionView | None = None
     trigger_id: _Id | None = None
     response_url: Annotated[str, Field(max_length=2000)] | None = None
 
 
 class _View(_Model):
     id: _Id | None = None
-    callback_id: Literal["hb:modal", "hb:deny_modal"]
+    callback_id: Literal["hb:modal", "hb:deny_modal", "hb:edit_modal"]
     private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
     state: _State = _State()
 
@@ -161,6 +179,9 @@ class CardAction:
     trigger_id: str | None = None
     """Needed to open a modal; valid for 3 seconds."""
     response_url: str | None = None
+    origin: ClickOrigin = "message"
+    """`home` only for a click Slack says was made in the Home tab (a `view` container, a view
+    of type `home`, and no channel); everything else is a card's click and needs its channel."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -238,12 +259,14 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
         value = clicked.value
         if clicked.selected_option is not None:
             value = clicked.selected_option.value
-        selected = _card_selection(body, interaction_id, clicked)
         container = body.container or _Container()
         if body.channel and container.channel_id and body.channel.id != container.channel_id:
             # Slack names the card's channel twice; a click that disagrees with itself is not
             # taken from either.
             raise InvalidAnswer("This click names two different channels.")
+        origin = _origin(body, container)
+        state = body.view.state if origin == "home" and body.view else body.state
+        selected = _card_selection(state, interaction_id, clicked)
         message = body.message
         return CardAction(
             interaction_id=interaction_id,
@@ -257,18 +280,31 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
             thread_ts=(message.thread_ts if message else None) or container.thread_ts,
             trigger_id=body.trigger_id,
             response_url=body.response_url,
+            origin=origin,
         )
     raise InvalidAnswer("This button is not one of handback's.")
 
 
-def _card_selection(body: _BlockActions, interaction_id: str, clicked: _Action) -> tuple[str, ...]:
-    """The options ticked in this card's multi-select, from the message state Slack attaches."""
+def _origin(body: _BlockActions, container: _Container) -> ClickOrigin:
+    """`home` for a click in the Home tab, else `message`; a click that says it was made in Home
+    but also names a channel or a message contradicts itself and is taken from neither."""
+    in_home = container.type == "view" and body.view is not None and body.view.type == "home"
+    if not in_home:
+        return "message"
+    if body.channel or container.channel_id or body.message or container.message_ts:
+        raise InvalidAnswer("This click says it was made in App Home and in a channel.")
+    return "home"
+
+
+def _card_selection(state: _State | None, interaction_id: str, clicked: _Action) -> tuple[str, ...]:
+    """The options ticked in this card's multi-select, from the state Slack attaches (the
+    message's, or the Home view's)."""
     if clicked.selected_options is not None:
         return tuple(option.value for option in clicked.selected_options)
-    if body.state is None:
+    if state is None:
         return ()
     selected: list[str] = []
-    for block, elements in body.state.values.items():
+    for block, elements in state.values.items():
         ids = parse_block_id(block)
         if ids is None or ids[0] != interaction_id:
             continue

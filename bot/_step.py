@@ -12,6 +12,7 @@ from pydantic_core import to_jsonable_python
 
 from state import RULE_KEY, Approval, NestedRun, PendingCall, PendingInteraction, RunRecord
 
+from ._errors import ApprovalPolicyError
 from ._journal import INTERRUPTED_BY_CRASH, Journal
 from ._redact import redact, redact_schema
 from ._suspend import Cancelled, HandlerScope, Suspended, current_scope
@@ -21,12 +22,21 @@ __all__ = ["APPROVAL_SCHEMA", "Outcome", "Step"]
 
 log = logging.getLogger("handback.agent")
 
+_SHOWN_VALUE = 200
+"""Characters of an edited value the model is shown, before and after."""
+
 APPROVAL_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {"type": "boolean"},
         {
             "type": "object",
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                # An approver's edit (`Approval(editable=True)`): the arguments to run with
+                # instead, merged over the model's; secret-looking ones are never taken.
+                "arguments": {"type": "object"},
+            },
             "required": ["approved"],
             "additionalProperties": False,
         },
@@ -57,6 +67,10 @@ class _Ready:
     tool: Tool
     arguments: dict[str, Any]
     scope: HandlerScope
+    edits: Any = None
+    """The arguments an approver's answer carries (an edit before approving), if any."""
+    note: str = ""
+    """Said before the tool's result: which arguments the approver changed."""
 
 
 @dataclass(kw_only=True)
@@ -143,7 +157,9 @@ class Step:
             nested=run.nested.get(call.tool_call_id),
         )
         ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
-        if rule is not None and not self._approved(ready, rule):
+        if rule is not None and not (
+            self._approved(ready, rule) and (ready.edits is None or await self._edit(ready, rule))
+        ):
             outcome.used_answers = scope.used
             return None
         return ready
@@ -172,10 +188,62 @@ class Step:
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
             return False
-        approved, reason = _decision(decision)
+        approved, reason, ready.edits = _decision(decision)
         if not approved:
             self._resolve(outcome, f"Denied: {reason}")
         return approved
+
+    async def _edit(self, ready: _Ready, rule: Approval) -> bool:
+        """Take the approver's edit of the arguments: merged over the model's (a secret-looking
+        argument, shown redacted, always keeps the model's value), validated again, and under
+        the same rule. Anything else fails closed: the call gets an error result and the tool
+        does not run. The answer is stored, so a retry merges the same edit the same way."""
+        outcome, tool, edits = ready.outcome, ready.tool, ready.edits
+
+        def refuse(why: str) -> bool:
+            self._resolve(
+                outcome,
+                f"Error: the approver edited the arguments of `{tool.name}`, but {why}; "
+                "the tool did not run.",
+            )
+            return False
+
+        if not rule.editable:
+            return refuse("its approval rule does not let approvers edit them")
+        if not isinstance(edits, dict):
+            return refuse("the edit is not a JSON object")
+        before = to_jsonable_python(ready.arguments, fallback=str)
+        shown = redact(before, tool.redact)
+        locked = {key for key in before if shown.get(key) != before[key]}
+        try:
+            raw = json.loads(outcome.call.arguments) if outcome.call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            raw = None  # parsed once already in `_prepare`; cannot happen
+        if not isinstance(raw, dict):
+            return refuse("the model's arguments cannot be read again")
+        merged = {**raw, **{key: value for key, value in edits.items() if key not in locked}}
+        try:
+            arguments = tool.parse_arguments(json.dumps(merged))
+        except ArgumentsError as exc:
+            return refuse(f"the edited arguments are not valid: {exc}")
+        try:
+            again = await tool.approval_for(arguments)
+        except ApprovalPolicyError as exc:
+            return refuse(f"the approval policy could not be read for them ({exc})")
+        if again is not None and again != rule:
+            # An approval given under one rule (one approver for staging, say) must not carry
+            # a call that needs another (two for prod).
+            return refuse("with the edited arguments the call needs a different approval")
+        after = to_jsonable_python(arguments, fallback=str)
+        changed = [key for key in after if before.get(key) != after[key]]
+        if changed:
+            was, now = redact(before, tool.redact), redact(after, tool.redact)
+            listed = ", ".join(
+                f"{key} {_shown(was.get(key))} -> {_shown(now[key])}" for key in changed
+            )
+            ready.note = f"The approver changed the arguments: {listed}.\n"
+        ready.arguments = arguments
+        return True
 
     async def _journal_start(self, ready: list[_Ready]) -> None:
         """Save the run `running` with the calls whose handlers may have side effects.
@@ -203,14 +271,15 @@ class Step:
         outcome, tool = ready.outcome, ready.tool
         token = current_scope.set(ready.scope)
         try:
-            self._resolve(outcome, _as_text(await tool.invoke(ready.arguments)))
+            self._resolve(outcome, ready.note + _as_text(await tool.invoke(ready.arguments)))
         except Suspended as pause:
             outcome.suspended, outcome.nested = pause.interactions, pause.nested
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
         except Exception as exc:
             log.warning("tool %s failed: %r", tool.name, exc)
-            self._resolve(outcome, f"Error: tool `{tool.name}` failed: {type(exc).__name__}: {exc}")
+            failed = f"Error: tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
+            self._resolve(outcome, ready.note + failed)
         finally:
             outcome.used_answers = ready.scope.used
             current_scope.reset(token)
@@ -257,10 +326,19 @@ def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
     return waiting
 
 
-def _decision(answer: Any) -> tuple[bool, str]:
+def _decision(answer: Any) -> tuple[bool, str, Any]:
+    """`(approved, reason, edited arguments or None)` of an approval's answer."""
     if isinstance(answer, dict):
-        return bool(answer.get("approved")), str(answer.get("reason") or "no reason given")
-    return bool(answer), "no reason given"
+        approved = bool(answer.get("approved"))
+        reason = str(answer.get("reason") or "no reason given")
+        return approved, reason, answer.get("arguments") if approved else None
+    return bool(answer), "no reason given", None
+
+
+def _shown(value: Any) -> str:
+    """An argument's value as the model is told it changed: `'2.4'`, `3`, `["a"]`."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_VALUE else text[: _SHOWN_VALUE - 1] + "…"
 
 
 def _as_text(value: Any) -> str:

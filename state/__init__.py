@@ -13,10 +13,18 @@ from ._errors import (
 )
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
-from ._keys import THREAD_LEASE_TTL
+from ._keys import HOME_VIEWER_TTL, THREAD_LEASE_TTL
 from ._nudges import nudge_times
 from ._open import open_store, store_from_url
-from ._protocol import AuditLog, ConversationStore, Inbox, InteractionStore, RunStore, Store
+from ._protocol import (
+    AuditLog,
+    ConversationStore,
+    HomeViewers,
+    Inbox,
+    InteractionStore,
+    RunStore,
+    Store,
+)
 from ._records import (
     AnswerClaim,
     AuditAction,
@@ -40,6 +48,7 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "HOME_VIEWER_TTL",
     "RULE_KEY",
     "THREAD_LEASE_TTL",
     "AnswerClaim",
@@ -53,6 +62,7 @@ __all__ = [
     "CorruptRecordError",
     "GrantScope",
     "HandbackError",
+    "HomeViewers",
     "Inbox",
     "InteractionClaim",
     "InteractionRecord",

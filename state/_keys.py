@@ -12,6 +12,8 @@ __all__ = [
     "AUDIT_CAP",
     "DEFAULT_PREFIX",
     "DELIVERY_TTL",
+    "HOME_VIEWER_CAP",
+    "HOME_VIEWER_TTL",
     "INBOX_GROUP",
     "INTERACTION_GRACE",
     "LONGEST_WAIT",
@@ -69,6 +71,13 @@ DELIVERY_TTL = 3600
 INBOX_GROUP = "workers"
 """The one consumer group of the inbox stream: every process takes from it, so each item is
 leased to one consumer at a time (a name, not a key)."""
+
+HOME_VIEWER_TTL = 7 * DAY
+"""Someone who opened App Home gets their view refreshed when new requests wait on them for a
+week after; past that they see the new ones the next time they open it."""
+
+HOME_VIEWER_CAP = 1000
+"""The most viewers kept (the latest ones): refreshing is a Slack call per viewer."""
 
 AUDIT_CAP = 10_000
 """The audit log keeps the newest entries only: it is for people reading recent activity."""
@@ -192,6 +201,12 @@ class RedisKeys:
     def inbox_seen(self, dedupe: str) -> str:
         """String set with NX and a `DELIVERY_TTL`: an item with this dedupe key was enqueued."""
         return f"{self.namespace}{{inbox}}:seen:{dedupe}"
+
+    @property
+    def home_viewers(self) -> str:
+        """Sorted set of user ids scored by when their last App Home visit stops counting;
+        members past it are trimmed on each visit, the key lives as long as its newest."""
+        return f"{self.namespace}home-viewers"
 
     @property
     def audit(self) -> str:

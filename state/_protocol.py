@@ -21,7 +21,15 @@ from ._records import (
     TurnClaim,
 )
 
-__all__ = ["AuditLog", "ConversationStore", "Inbox", "InteractionStore", "RunStore", "Store"]
+__all__ = [
+    "AuditLog",
+    "ConversationStore",
+    "HomeViewers",
+    "Inbox",
+    "InteractionStore",
+    "RunStore",
+    "Store",
+]
 
 
 @runtime_checkable
@@ -135,6 +143,10 @@ class InteractionStore(Protocol):
     async def pending_count(self) -> int:
         """How many interactions wait for an answer (one cheap read, for the metrics)."""
 
+    async def pending_interactions(self, *, limit: int = 100) -> list[InteractionRecord]:
+        """Up to `limit` interactions still `pending`, the soonest to expire first (what an
+        App Home inbox lists; one expired but not yet swept is included: the reader decides)."""
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         """Ids of runs that wait for nothing any more but were never resumed, in id order.
 
@@ -192,6 +204,18 @@ class AuditLog(Protocol):
 
 
 @runtime_checkable
+class HomeViewers(Protocol):
+    """Who opened the app's Home tab lately, so that a new request refreshes only their views
+    (a Slack call for someone who never looks there is wasted)."""
+
+    async def mark_home_opened(self, user: str, *, ttl: float) -> None:
+        """`user` opened Home: they count as a viewer for `ttl` seconds from now."""
+
+    async def home_viewers(self, *, limit: int = 500) -> list[str]:
+        """Users whose mark has not run out, the most recently marked first."""
+
+
+@runtime_checkable
 class Inbox(Protocol):
     """Work the app accepted (Slack events, clicks, modal submissions), written before Slack
     gets its 200 and worked from here at least once, by any process.
@@ -236,7 +260,7 @@ class Inbox(Protocol):
 
 
 @runtime_checkable
-class Store(RunStore, InteractionStore, ConversationStore, AuditLog, Inbox, Protocol):
+class Store(RunStore, InteractionStore, ConversationStore, AuditLog, HomeViewers, Inbox, Protocol):
     """Everything handback persists; `open_store(url)` returns one."""
 
     async def aclose(self) -> None:

@@ -43,6 +43,7 @@ from ._keys import (
     AUDIT_CAP,
     DEFAULT_PREFIX,
     DELIVERY_TTL,
+    HOME_VIEWER_CAP,
     RUN_TTL,
     SETTLED_TTL,
     STOP_TTL,
@@ -435,6 +436,17 @@ for i, key in ipairs(KEYS) do out[i] = redis.call('HMGET', key, unpack(ARGV)) en
 return out
 """
 
+# KEYS: home viewers; ARGV: user, until, now, cap. Scores are when a mark runs out, so the
+# newest marks rank last and the oldest go first when the cap is passed.
+_HOME_OPENED = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[4]) - 1)
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('EXPIREAT', KEYS[1], math.ceil(tonumber(last[2]))) end
+return 1
+"""
+
 # KEYS: due, then the interactions; ARGV: their ids. Members whose hash has expired (TTL) are
 # dropped from `due` on the way.
 _DUE_READ = (
@@ -570,6 +582,7 @@ class RedisStore(RedisInbox):
         self._runs_read = client.register_script(_RUNS_READ)
         self._drop_stale = client.register_script(_DROP_STALE)
         self._audit = client.register_script(_AUDIT)
+        self._home_opened = client.register_script(_HOME_OPENED)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
         self._register_inbox(client)
@@ -1000,6 +1013,22 @@ class RedisStore(RedisInbox):
         """ZCARD of `due`: an answer or a close removes the interaction from it."""
         return int(await self._send(self._live().zcard(self._keys.due)))
 
+    async def pending_interactions(self, *, limit: int = 100) -> list[InteractionRecord]:
+        """`due` holds exactly the pending ones, scored by `expires_at`."""
+        if limit <= 0:
+            return []
+        ids = [text(i) for i in await self._send(self._live().zrange(self._keys.due, 0, limit - 1))]
+        if not ids:
+            return []
+        reply = await self._send(
+            self._due_read(
+                keys=[self._keys.due, *(self._keys.interaction(i) for i in ids)],
+                args=ids,
+                client=self._live(),
+            )
+        )
+        return [record for record in self._decode_many(reply) if record.status == "pending"]
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         """Walk the `settled` index in id order, a batch at a time: read the runs and their
         interaction ids, then those interactions' statuses; runs found gone, claimed or no
@@ -1106,6 +1135,26 @@ class RedisStore(RedisInbox):
     async def run_stream(self, run_id: str) -> str | None:
         value = await self._send(self._live().get(self._keys.run_stream(run_id)))
         return None if value is None else text(value)
+
+    # App Home
+
+    async def mark_home_opened(self, user: str, *, ttl: float) -> None:
+        """One script: the mark, and the marks that ran out (or fell past the cap) trimmed."""
+        await self._send(
+            self._home_opened(
+                keys=[self._keys.home_viewers],
+                args=[user, repr(time.time() + ttl), repr(time.time()), HOME_VIEWER_CAP],
+                client=self._live(),
+            )
+        )
+
+    async def home_viewers(self, *, limit: int = 500) -> list[str]:
+        if limit <= 0:
+            return []
+        found = self._live().zrevrangebyscore(
+            self._keys.home_viewers, "+inf", f"({time.time()!r}", 0, limit
+        )
+        return [text(user) for user in await self._send(found)]
 
     # Audit
 

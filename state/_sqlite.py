@@ -36,10 +36,11 @@ from ._codec import (
     lease_millis,
     own_messages,
 )
-from ._errors import CorruptRecordError, StoreClosedError, StoreError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
 from ._keys import (
     AUDIT_CAP,
     DELIVERY_TTL,
+    HOME_VIEWER_CAP,
     PRUNE_EVERY,
     RUN_TTL,
     STOP_TTL,
@@ -63,7 +64,7 @@ from ._records import (
 )
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_tx import transaction as _transaction
-from ._url import sqlite_path
+from ._url import Synchronous, sqlite_options
 
 __all__ = ["SQLiteStore"]
 
@@ -169,6 +170,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE INDEX IF NOT EXISTS deliveries_keep_until ON deliveries (keep_until);
 
+CREATE TABLE IF NOT EXISTS home_viewers (
+    user TEXT PRIMARY KEY,
+    keep_until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS home_viewers_keep_until ON home_viewers (keep_until);
+
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     rec TEXT NOT NULL
@@ -194,6 +201,7 @@ _PRUNED = (
     "thread_stops",
     "run_streams",
     "deliveries",
+    "home_viewers",
     "inbox_seen",
 )
 
@@ -325,6 +333,23 @@ SELECT {_IX_COLUMNS} FROM interactions
 WHERE status = 'pending' AND expires_at <= ?
 ORDER BY expires_at, interaction_id
 LIMIT ?
+"""
+
+_PENDING = f"""
+SELECT {_IX_COLUMNS} FROM interactions
+WHERE status = 'pending'
+ORDER BY expires_at, interaction_id
+LIMIT ?
+"""
+
+# The newest `cap` marks stay; a mark is refreshed in place, so the table holds a row per person.
+_HOME_OPENED = """
+INSERT INTO home_viewers (user, keep_until) VALUES (?, ?)
+ON CONFLICT (user) DO UPDATE SET keep_until = excluded.keep_until
+"""
+_HOME_TRIM = """
+DELETE FROM home_viewers WHERE keep_until <= ? OR user NOT IN
+    (SELECT user FROM home_viewers ORDER BY keep_until DESC LIMIT ?)
 """
 
 # Paused, unclaimed runs are few (those waiting for people), and the partial index lists exactly
@@ -482,8 +507,11 @@ class SQLiteStore(SQLiteInbox):
     SQLAlchemy-style URL. Use it as an async context manager or call `aclose()`.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "normal") -> None:
+        if synchronous not in ("normal", "full"):
+            raise StoreURLError(f"`synchronous` must be 'normal' or 'full', not {synchronous!r}")
         self._path = str(path)
+        self._synchronous: Synchronous = synchronous
         self._closed = False
         self._last_prune = 0.0
         self._inbox_waiters = set()
@@ -510,7 +538,8 @@ class SQLiteStore(SQLiteInbox):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        return cls(sqlite_path(url))
+        options = sqlite_options(url)
+        return cls(options.path, synchronous=options.synchronous)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
@@ -519,8 +548,9 @@ class SQLiteStore(SQLiteInbox):
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _use_wal(conn)
-        # In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        # In WAL mode NORMAL loses at most the last commits on power loss, never consistency;
+        # FULL (`?synchronous=full`) fsyncs each commit for those who cannot lose even those.
+        conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
         schema = (_SCHEMA + INBOX_SCHEMA).split(";")
         _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
         _transaction(conn, lambda: _add_nudge_columns(conn))
@@ -826,6 +856,13 @@ class SQLiteStore(SQLiteInbox):
         row = await self._call(lambda conn: conn.execute(query).fetchone())
         return int(row[0])
 
+    async def pending_interactions(self, *, limit: int = 100) -> list[InteractionRecord]:
+        """Read on the partial index of pending interactions, which is ordered by expiry."""
+        if limit <= 0:
+            return []
+        rows = await self._call(lambda conn: conn.execute(_PENDING, (limit,)).fetchall())
+        return [_decode_ix(row) for row in rows]
+
     async def settled_runs(self, *, limit: int = 100, after: str | None = None) -> list[str]:
         if limit <= 0:
             return []
@@ -922,6 +959,30 @@ class SQLiteStore(SQLiteInbox):
             ).fetchone()
         )
         return None if row is None else str(row[0])
+
+    # App Home
+
+    async def mark_home_opened(self, user: str, *, ttl: float) -> None:
+        now = time.time()
+
+        def mark(conn: sqlite3.Connection) -> None:
+            conn.execute(_HOME_OPENED, (user, now + ttl))
+            conn.execute(_HOME_TRIM, (now, HOME_VIEWER_CAP))
+
+        await self._call(lambda conn: _transaction(conn, partial(mark, conn)))
+
+    async def home_viewers(self, *, limit: int = 500) -> list[str]:
+        if limit <= 0:
+            return []
+        params = (time.time(), limit)
+        rows = await self._call(
+            lambda conn: conn.execute(
+                "SELECT user FROM home_viewers WHERE keep_until > ?"
+                " ORDER BY keep_until DESC LIMIT ?",
+                params,
+            ).fetchall()
+        )
+        return [str(row[0]) for row in rows]
 
     # Audit
 

@@ -13,9 +13,12 @@ __all__ = [
     "POOL_SIZE",
     "POOL_TIMEOUT",
     "RedisOptions",
+    "SQLiteOptions",
     "StoreKind",
+    "Synchronous",
     "mask_url",
     "redis_options",
+    "sqlite_options",
     "sqlite_path",
     "store_kind",
 ]
@@ -69,18 +72,32 @@ def store_kind(url: str) -> StoreKind:
     return kind
 
 
-def sqlite_path(url: str) -> str:
-    """The database path of an SQLAlchemy-style URL.
+Synchronous = Literal["normal", "full"]
+"""SQLite's `PRAGMA synchronous` in WAL mode: `normal` (the default) survives a process crash and
+may lose the last commits on power loss; `full` fsyncs every commit, slower, and loses none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SQLiteOptions:
+    """An sqlite:// URL split into the database path and handback's settings."""
+
+    path: str
+    synchronous: Synchronous = "normal"
+
+
+def sqlite_options(url: str) -> SQLiteOptions:
+    """The database path of an SQLAlchemy-style URL, and `?synchronous=normal|full`.
 
     `sqlite:///app.db` is relative to the working directory, `sqlite:////var/app.db` absolute,
-    and `sqlite:///:memory:` (or bare `sqlite://`) an in-memory database.
+    and `sqlite:///:memory:` (or bare `sqlite://`) an in-memory database. Any other query
+    parameter is refused, so that a misspelt one is not ignored without a word.
     """
     if not url.lower().startswith("sqlite://"):
         raise StoreURLError(f"`{mask_url(url)}` is not an sqlite:// URL")
-    rest = url[len("sqlite://") :]
-    if rest == "":
-        return ":memory:"
-    if not rest.startswith("/") or "?" in rest or "#" in rest:
+    rest, _, query = url[len("sqlite://") :].partition("?")
+    if rest == "" and not query:
+        return SQLiteOptions(path=":memory:")
+    if not rest.startswith("/") or "#" in rest or "#" in query:
         raise StoreURLError(
             f"`{mask_url(url)}` is not sqlite:///relative/path, sqlite:////absolute/path "
             "or sqlite:///:memory:"
@@ -88,7 +105,26 @@ def sqlite_path(url: str) -> str:
     path = rest[1:]
     if path == "":
         raise StoreURLError(f"`{mask_url(url)}` names no database file")
-    return path
+    pairs = parse_qsl(query, keep_blank_values=True)
+    unknown = sorted({key for key, _ in pairs if key != "synchronous"})
+    if unknown:
+        raise StoreURLError(
+            f"`{mask_url(url)}`: unknown parameter {', '.join(f'`{k}`' for k in unknown)}; "
+            "an sqlite:// URL takes only `synchronous=normal|full`"
+        )
+    level = _one(url, pairs, "synchronous")
+    if level is None:
+        return SQLiteOptions(path=path)
+    if level.lower() not in ("normal", "full"):
+        raise StoreURLError(
+            f"`{mask_url(url)}`: `synchronous` must be `normal` or `full`, not {level!r}"
+        )
+    return SQLiteOptions(path=path, synchronous="full" if level.lower() == "full" else "normal")
+
+
+def sqlite_path(url: str) -> str:
+    """The database path of an sqlite:// URL (see `sqlite_options`)."""
+    return sqlite_options(url).path
 
 
 @dataclass(frozen=True, kw_only=True)

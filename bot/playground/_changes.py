@@ -20,6 +20,7 @@ ChangeKind = Literal[
     "ephemeral",
     "view_opened",
     "view_updated",
+    "home_published",
     "reaction_added",
     "reaction_removed",
     "status",

@@ -71,6 +71,7 @@ class _Option(_Edge):
 
 class _Action(_Edge):
     action_id: str
+    block_id: str | None = None
     type: str
     value: str | None = None
     selected_option: _Option | None = None
@@ -82,6 +83,15 @@ class _PostAction(_Edge):
     channel: str
     message_ts: str
     ephemeral: bool = False
+    action: _Action
+
+
+class _HomeOpen(_Edge):
+    user: str
+
+
+class _HomeAction(_Edge):
+    user: str
     action: _Action
 
 
@@ -153,6 +163,8 @@ class PageServer:
         app.router.add_post("/api/views/submit", self._submit_view)
         app.router.add_post("/api/views/close", self._close_view)
         app.router.add_post("/api/stop", self._stop)
+        app.router.add_post("/api/home/open", self._open_home)
+        app.router.add_post("/api/home/actions", self._home_action)
         app.on_shutdown.append(self._on_shutdown)
         return app
 
@@ -170,10 +182,7 @@ class PageServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = int(self._runner.addresses[0][1])
 
     async def aclose(self) -> None:
         self._closing.set()
@@ -248,6 +257,7 @@ class PageServer:
                 for v in slack.views.values()
                 if not v.closed and v.user == user
             ],
+            "home": slack.home_views.get(user) if user else None,
             "statuses": slack.latest_statuses(),
             "seq": slack.last_seq,
         }
@@ -352,6 +362,40 @@ class PageServer:
                     value=action.value,
                     selected=selected,
                     channel=body.channel,
+                )
+            except (KeyError, ValueError) as error:
+                raise _BadRequest(_reason(error)) from None
+        except _BadRequest as error:
+            return _error(str(error))
+        return _bot_answer(answer)
+
+    async def _open_home(self, request: web.Request) -> web.Response:
+        """The person opens the app's Home tab: Slack sends `app_home_opened`."""
+        try:
+            body = await _read(request, _HomeOpen)
+            self._check_user(body.user)
+        except _BadRequest as error:
+            return _error(str(error))
+        return _bot_answer(await self.slack.open_home(body.user))
+
+    async def _home_action(self, request: web.Request) -> web.Response:
+        """A click in the person's Home view, sent as Slack sends it (no channel)."""
+        try:
+            body = await _read(request, _HomeAction)
+            self._check_user(body.user)
+            action = body.action
+            selected: str | list[str] | None = None
+            if action.selected_options is not None:
+                selected = [o.pick() for o in action.selected_options]
+            elif action.selected_option is not None:
+                selected = action.selected_option.pick()
+            try:
+                answer = await self.slack.click_home(
+                    body.user,
+                    action.action_id,
+                    value=action.value,
+                    selected=selected,
+                    block_id=action.block_id,
                 )
             except (KeyError, ValueError) as error:
                 raise _BadRequest(_reason(error)) from None

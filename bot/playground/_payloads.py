@@ -12,6 +12,7 @@ from ._workspace_model import Message, Workspace
 __all__ = [
     "block_actions",
     "event_callback",
+    "home_block_actions",
     "message_events",
     "payload_user",
     "slash_command",
@@ -119,36 +120,8 @@ def block_actions(
     )
     if message is None:
         raise KeyError(f"no message with ts {message_ts!r}")
-    block, element = _find_element(message.blocks, action_id, value)
-    action: dict[str, Any] = {
-        "action_id": action_id,
-        "block_id": block.get("block_id", ""),
-        "type": element["type"],
-        "action_ts": f"{time.time():.6f}",
-    }
     state_key = (message.channel, message.ts, user)
-
-    def remember(state: dict[str, Any]) -> None:
-        values = workspace.selections.setdefault(state_key, {})
-        values.setdefault(str(block.get("block_id", "")), {})[action_id] = state
-
-    kind = element["type"]
-    if kind == "button":
-        action["value"] = element.get("value", "") if value is None else value
-        action["text"] = element.get("text", {})
-    elif kind in {"static_select", "radio_buttons", "external_select"}:
-        if selected is None or isinstance(selected, list):
-            raise ValueError(f"{kind} needs one `selected` option")
-        option = _find_option(element, selected)
-        action["selected_option"] = option
-        remember({"type": kind, "selected_option": option})
-    elif kind in {"multi_static_select", "checkboxes"}:
-        picks = [selected] if isinstance(selected, str) else list(selected or [])
-        options = [_find_option(element, pick) for pick in picks]
-        action["selected_options"] = options
-        remember({"type": kind, "selected_options": options})
-    else:
-        raise ValueError(f"LocalSlack cannot act on a {kind!r} element")
+    action = _action(workspace, message.blocks, state_key, user, action_id, value, selected)
     trigger_id = workspace.new_trigger_id()
     workspace.triggers[trigger_id] = user
     container: dict[str, Any] = {
@@ -173,6 +146,58 @@ def block_actions(
         "message": {**message.to_api()},
         "state": {"values": workspace.selections.get(state_key, {})},
         "response_url": response_url,
+        "actions": [action],
+    }
+
+
+def home_block_actions(
+    workspace: Workspace,
+    user: str,
+    action_id: str,
+    *,
+    value: str | None,
+    selected: str | list[str] | None,
+    block_prefix: str = "",
+) -> dict[str, Any]:
+    """A `block_actions` payload for `user` acting in their App Home view (the last one the app
+    published for them): a `view` container and the view, and no channel or message, as Slack
+    sends a click in the Home tab. `block_prefix` picks among controls of one action id (one
+    per request) by the start of their block id."""
+    view = workspace.home_views.get(user)
+    if view is None:
+        raise KeyError(f"no Home view was published for {user!r}")
+    state_key = ("", "home", user)
+    shown = [
+        block
+        for block in view.get("blocks", [])
+        if str(block.get("block_id", "")).startswith(block_prefix)
+    ]
+    action = _action(workspace, shown, state_key, user, action_id, value, selected)
+    trigger_id = workspace.new_trigger_id()
+    workspace.triggers[trigger_id] = user
+    view_id = f"VHOME{user}"
+    return {
+        "type": "block_actions",
+        "user": payload_user(workspace, user),
+        "api_app_id": workspace.api_app_id,
+        "token": "legacy-verification-token",
+        "container": {"type": "view", "view_id": view_id},
+        "trigger_id": trigger_id,
+        "team": {"id": workspace.team_id, "domain": "local"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "view": {
+            "id": view_id,
+            "team_id": workspace.team_id,
+            "app_id": workspace.api_app_id,
+            "bot_id": workspace.bot_id,
+            # Slack sends these empty for a view published without them.
+            "callback_id": "",
+            "private_metadata": "",
+            "external_id": "",
+            **view,
+            "state": {"values": workspace.selections.get(state_key, {})},
+        },
         "actions": [action],
     }
 
@@ -217,6 +242,49 @@ def view_submission(
         "is_enterprise_install": False,
         "enterprise": None,
     }
+
+
+def _action(
+    workspace: Workspace,
+    blocks: list[dict[str, Any]],
+    state_key: tuple[str, str, str],
+    user: str,
+    action_id: str,
+    value: str | None,
+    selected: str | list[str] | None,
+) -> dict[str, Any]:
+    """The `actions[0]` of a click on the element `action_id` of `blocks`; what a select picks
+    is remembered as the surface's state under `state_key`."""
+    block, element = _find_element(blocks, action_id, value)
+    action: dict[str, Any] = {
+        "action_id": action_id,
+        "block_id": block.get("block_id", ""),
+        "type": element["type"],
+        "action_ts": f"{time.time():.6f}",
+    }
+
+    def remember(state: dict[str, Any]) -> None:
+        values = workspace.selections.setdefault(state_key, {})
+        values.setdefault(str(block.get("block_id", "")), {})[action_id] = state
+
+    kind = element["type"]
+    if kind == "button":
+        action["value"] = element.get("value", "") if value is None else value
+        action["text"] = element.get("text", {})
+    elif kind in {"static_select", "radio_buttons", "external_select"}:
+        if selected is None or isinstance(selected, list):
+            raise ValueError(f"{kind} needs one `selected` option")
+        option = _find_option(element, selected)
+        action["selected_option"] = option
+        remember({"type": kind, "selected_option": option})
+    elif kind in {"multi_static_select", "checkboxes"}:
+        picks = [selected] if isinstance(selected, str) else list(selected or [])
+        options = [_find_option(element, pick) for pick in picks]
+        action["selected_options"] = options
+        remember({"type": kind, "selected_options": options})
+    else:
+        raise ValueError(f"LocalSlack cannot act on a {kind!r} element")
+    return action
 
 
 def _elements(blocks: list[dict[str, Any]]) -> Iterable[tuple[dict[str, Any], dict[str, Any]]]:

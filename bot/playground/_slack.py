@@ -22,6 +22,7 @@ from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
 from ._payloads import (
     block_actions,
     event_callback,
+    home_block_actions,
     message_events,
     slash_command,
     view_submission,
@@ -161,10 +162,7 @@ class LocalSlack(Workspace):
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = int(self._runner.addresses[0][1])
         self._http.open()
 
     async def aclose(self) -> None:
@@ -291,6 +289,46 @@ class LocalSlack(Workspace):
         """A person clicks a button or picks from a select on a stored message."""
         payload = self.block_actions_payload(
             user, message_ts, action_id, value=value, selected=selected, channel=channel
+        )
+        return await self.send_interactivity(payload, to=to)
+
+    async def open_home(self, user: str, *, to: Target | None = None) -> BotResponse:
+        """A person opens the app's Home tab: Slack sends `app_home_opened` (with the view it
+        shows them, if the app published one)."""
+        if user not in self.users:
+            raise KeyError(f"no user {user!r}")
+        event: dict[str, Any] = {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": self.dm_channel(user),
+            "tab": "home",
+            "event_ts": self.new_ts(),
+        }
+        if user in self.home_views:
+            event["view"] = {"id": f"VHOME{user}", **self.home_views[user]}
+        return await self.send_event(event, to=to)
+
+    def home_view(self, user: str) -> dict[str, Any] | None:
+        """The App Home view the app last published for `user`."""
+        return self.home_views.get(user)
+
+    async def click_home(
+        self,
+        user: str,
+        action_id: str,
+        *,
+        value: str | None = None,
+        selected: str | list[str] | None = None,
+        interaction_id: str | None = None,
+        block_id: str | None = None,
+        to: Target | None = None,
+    ) -> BotResponse:
+        """A person clicks a button (or picks from a select) in their App Home view: the
+        control in the block `block_id`, or of the request `interaction_id` (default: the first
+        that has `action_id`)."""
+        prefix = block_id or (f"hb|{interaction_id}|" if interaction_id else "")
+        payload = home_block_actions(
+            self, user, action_id, value=value, selected=selected, block_prefix=prefix
         )
         return await self.send_interactivity(payload, to=to)
 

@@ -15,6 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import (
     BlocksChunk,
     Chunk,
@@ -22,6 +24,7 @@ from slack_sdk.models.messages.chunk import (
     PlanUpdateChunk,
     TaskUpdateChunk,
 )
+from slack_sdk.models.views import View
 
 from ._workspace_model import (
     AgentSession,
@@ -39,6 +42,8 @@ _Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _SESSION_STATUSES: frozenset[str] = frozenset({"processing", "active", "suspended", "closed"})
 _TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+_HOME_BLOCKS = 100
+"""Slack's limit on the blocks of a Home view."""
 _MARKDOWN_LIMIT = 12_000
 """Slack's limit on `markdown_text` (and a markdown chunk's text) per call."""
 
@@ -78,6 +83,7 @@ class WebApi:
             "chat.delete": self._chat_delete,
             "views.open": self._views_open,
             "views.update": self._views_update,
+            "views.publish": self._views_publish,
             "reactions.add": self._reactions_add,
             "reactions.remove": self._reactions_remove,
             "agents.sessions.setStatus": self._set_status,
@@ -257,6 +263,32 @@ class WebApi:
         opened.hash = uuid.uuid4().hex[:8]
         await self.workspace.publish("view_updated", asdict(opened))
         return {"view": {"id": opened.id, "hash": opened.hash, **view}}
+
+    async def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A person's App Home view, checked as Slack checks it: a known user, a view of type
+        `home` with at most 100 blocks that slack_sdk's `View` model accepts."""
+        user = str(args.get("user_id") or "")
+        if user not in self.workspace.users:
+            raise _ApiError("user_not_found")
+        view = _json_arg(args, "view")
+        if not isinstance(view, dict) or view.get("type") != "home":
+            raise _ApiError("invalid_arguments")
+        found = view.get("blocks")
+        if not isinstance(found, list) or len(found) > _HOME_BLOCKS:
+            raise _ApiError("invalid_arguments")
+        try:
+            View(**view).validate_json()
+            for block in found:
+                parsed = Block.parse(block)
+                if parsed is None:
+                    raise ValueError(f"not a block: {block!r}")
+                parsed.validate_json()
+        except (SlackObjectFormationError, TypeError, ValueError, KeyError, AttributeError):
+            raise _ApiError("invalid_arguments") from None
+        self.workspace.home_views[user] = view
+        view_id = f"VHOME{user}"
+        await self.workspace.publish("home_published", {"user": user, "view": view})
+        return {"view": {"id": view_id, "type": "home", **view}}
 
     async def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace

@@ -183,6 +183,8 @@ class Workspace(ChangeFeed):
         self.messages: list[Message] = []
         self.ephemerals: list[Ephemeral] = []
         self.views: dict[str, OpenedView] = {}
+        self.home_views: dict[str, dict[str, Any]] = {}
+        """user -> the App Home view the app last published for them (`views.publish`)."""
         self.sessions: dict[tuple[str, str], AgentSession] = {}
         """(channel, thread_ts) -> the thread's agent session."""
         self.agent_refusal: str | None = None
@@ -303,5 +305,6 @@ class Workspace(ChangeFeed):
             "messages": [{"channel": m.channel, **m.to_api()} for m in self.messages],
             "ephemerals": [asdict(e) for e in self.ephemerals],
             "views": [asdict(v) for v in self.views.values() if not v.closed],
+            "home_views": self.home_views,
             "seq": self.last_seq,
         }

@@ -30,6 +30,9 @@
   let me = new URLSearchParams(location.search).get("as") || localStorage.getItem("pg-as");
   let channel = null;
   let openThread = null; // ts of the thread shown in the side pane
+  let homeOpen = false; // the app's Home tab is shown instead of the channel
+  let shownHome = null; // what the Home pane shows, so live updates keep what was picked
+  const homeValues = {}; // block_id -> action_id -> value, as Slack's view state
   let awaitingThread = null; // text we just sent: open its thread once it shows up
   const localValues = {}; // message ts -> block_id -> action_id -> value, as Slack's state.values
   const viewErrors = {}; // view id -> {block_id: message}
@@ -638,8 +641,17 @@
       className: u.id === me ? "active" : "", dataset: { user: u.id }, onclick: () => actAs(u.id),
     }, u.real_name || u.name, u.role ? h("span", { className: "role" }, u.role) : null)));
     $("channels").replaceChildren(...state.channels.map((c) => h("li", {
-      className: c.id === channel ? "active" : "", onclick: () => { channel = c.id; openThread = null; render(); },
+      className: c.id === channel && !homeOpen ? "active" : "",
+      onclick: () => { channel = c.id; openThread = null; homeOpen = false; render(); },
     }, `# ${c.name}`)));
+    $("home-tab").className = homeOpen ? "active" : "";
+    $("messages").hidden = homeOpen;
+    $("composer").hidden = homeOpen;
+    $("home").hidden = !homeOpen;
+    if (homeOpen) {
+      $("channel-name").textContent = `${userName(state.bot_user_id)} · Home`;
+      renderHome();
+    }
 
     const visible = state.messages.filter((m) => m.channel === channel && (!m.ephemeral_to || m.ephemeral_to === me));
     renderList($("messages"), rendered.main, visible.filter((m) => !isReply(m)), {
@@ -668,6 +680,48 @@
       renderSession(openThread);
     }
     renderModal();
+  }
+
+  // ---------------------------------------------------------------- App Home
+
+  function openHome() {
+    homeOpen = true;
+    openThread = null;
+    shownHome = null;
+    render();
+    // Slack sends `app_home_opened`; the bot publishes the view, which a live change brings.
+    api("/api/home/open", { user: me }).catch(() => {});
+  }
+
+  function renderHome() {
+    const view = state.home;
+    const sig = JSON.stringify([me, view]);
+    if (shownHome === sig) return;
+    shownHome = sig;
+    if (!view) {
+      $("home").replaceChildren(h("div", { className: "empty" }, "The app has not published a Home view for you yet."));
+      return;
+    }
+    const ctx = {
+      kind: "home",
+      values: homeValues,
+      dispatch: (action) => api("/api/home/actions", { user: me, action }).catch(() => {}),
+    };
+    $("home").replaceChildren(blocks(view.blocks, ctx));
+  }
+
+  /** A thread link in Home (`…/archives/<channel>/p<ts digits>`) opens that thread here. */
+  function followHomeLink(event) {
+    const link = event.target.closest("a");
+    const match = link && /\/archives\/([A-Z0-9]+)\/p(\d{7,})$/.exec(link.getAttribute("href") || "");
+    if (!match) return;
+    event.preventDefault();
+    const ts = `${match[2].slice(0, -6)}.${match[2].slice(-6)}`;
+    const message = state.messages.find((m) => m.channel === match[1] && m.ts === ts);
+    channel = match[1];
+    homeOpen = false;
+    openThread = message ? message.thread_ts || message.ts : null;
+    render();
   }
 
   // ---------------------------------------------------------------- modals
@@ -749,6 +803,7 @@
     shownView = null;
     rendered.main.clear();
     rendered.thread.clear();
+    if (homeOpen) openHome();
     refresh();
   }
 
@@ -802,6 +857,8 @@
       sendMessage(text, openThread).catch(() => {});
     });
     $("thread-close").addEventListener("click", () => { openThread = null; render(); });
+    $("home-tab").addEventListener("click", () => openHome());
+    $("home").addEventListener("click", followHomeLink);
     $("as").addEventListener("change", (event) => actAs(event.target.value));
     // Escape dismisses the topmost dialog, as in Slack: a confirmation, else the modal (Cancel).
     document.addEventListener("keydown", (event) => {

@@ -27,12 +27,17 @@ from state import (
     StoreError,
     ThreadLease,
     TurnClaim,
+    approval_of,
 )
 
 from .. import Cancel, _logging, _metrics
+from .._errors import ApprovalPolicyError
+from .._redact import redact, redact_schema
+from .._tool import ArgumentsError
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
+from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._worker import Work
 
@@ -43,6 +48,9 @@ log = logging.getLogger("handback.slack")
 Expire = Callable[[InteractionRecord], Awaitable[None]]
 
 _ELSEWHERE = "This control does not belong to a request in this channel."
+
+_EDIT_DETAIL_LIMIT = 4000
+"""Characters of audit detail for an edited approval, which holds the arguments twice."""
 
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
@@ -78,6 +86,7 @@ class Answers:
         expire: Expire,
         clock: Callable[[], float] = time.time,
         fresh_members: GroupMembers | None = None,
+        home: Home | None = None,
     ) -> None:
         self.store = store
         self.chat = chat
@@ -89,6 +98,8 @@ class Answers:
         before a run resumes (`members` may be a minute old)."""
         self.expire = expire
         self.clock = clock
+        self.home = home
+        """Publishes App Home views: clicks made there are answered there."""
         self._settled_before: set[str] = set()
         """Runs the last patient `recover()` found settled."""
 
@@ -138,7 +149,10 @@ class Answers:
         reason: str,
         interaction_id: str | None,
         run_id: str | None = None,
+        home: bool = False,
     ) -> None:
+        """Audit the refusal and tell the person: ephemeral in the channel, or, for a click in
+        App Home (`home`, which has no channel), on top of their republished view."""
         _metrics.answer_refused(reason)
         await self.store.audit(
             AuditEntry(
@@ -150,7 +164,9 @@ class Answers:
                 detail=reason,
             )
         )
-        if channel:
+        if home and self.home is not None:
+            await self.home.publish(user, notice=reason)
+        elif channel:
             await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts)
         else:
             log.info("refused %s for %s: %s", interaction_id, user, reason)
@@ -170,10 +186,12 @@ class Answers:
         if action.intent == "selection":
             return  # Ticking options only changes the card's state; Submit reads it.
         record: InteractionRecord | None = None
+        in_home = action.origin == "home"
         try:
-            if action.channel_id is None:
+            if action.channel_id is None and not in_home:
                 # A card is always in a channel, and Slack says which (the payload's channel or
                 # its container); a click that does not cannot be checked against the card's.
+                # Only a click Slack says was made in App Home has none (`origin`).
                 raise Refusal(_ELSEWHERE)
             record = await self._pending(
                 action.interaction_id,
@@ -182,6 +200,8 @@ class Answers:
                 denying=action.action in _DENY_ACTIONS,
                 work=work,
             )
+            if in_home:
+                await self._check_home(record, action.user_id, work)
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
                 # click comes from the card itself, so it says where the card is.
@@ -189,13 +209,19 @@ class Answers:
                     record.interaction_id, channel=record.channel, message_ts=action.message_ts
                 )
                 record.message_ts = action.message_ts
-            if action.intent == "page":
+            if action.intent == "page" and in_home and self.home is not None:
+                # Home shows no paging buttons (they page the card in the thread); a stale view
+                # that had one is just drawn again.
+                await self.home.publish(action.user_id)
+            elif action.intent == "page":
                 await self._show_page(record, action)
             elif action.intent == "open_modal":
                 await self._open_modal(record, action)
             else:
                 answer = blocks.resolve_answer(record, action)
-                await self.accept(record, user=action.user_id, answer=answer, work=work)
+                await self.accept(
+                    record, user=action.user_id, answer=answer, work=work, home=in_home
+                )
         except (Refusal, InvalidAnswer) as error:
             await self._refuse(
                 user=action.user_id,
@@ -204,7 +230,17 @@ class Answers:
                 reason=str(error),
                 interaction_id=action.interaction_id,
                 run_id=record.run_id if record else None,
+                home=in_home,
             )
+
+    async def _check_home(self, record: InteractionRecord, user: str, work: Work | None) -> None:
+        """A click in App Home is taken only for a request Home would list for this person
+        (`Home.refusal`), on top of the card's checks; a retry of their own claim goes on."""
+        if _own_earlier_answer(record, user, work):
+            return
+        refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
+        if refusal is not None:
+            raise Refusal(refusal)
 
     async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
         page = blocks.page_from_action(record, action)
@@ -226,8 +262,16 @@ class Answers:
     async def _open_modal(self, record: InteractionRecord, action: CardAction) -> None:
         if not action.trigger_id:
             raise InvalidAnswer("Slack sent no trigger to open the form with.")
-        # For an approval this is the deny-with-reason form, else the answer form.
-        if not await self.chat.open_view(action.trigger_id, blocks.render_modal(record)):
+        if action.action == blocks.ACTION_EDIT:
+            # Checked against the stored rule, not the card: a stale or forged button on a
+            # rule that does not allow edits opens nothing.
+            view = blocks.render_edit_modal(record)
+            if view is None:
+                raise InvalidAnswer("The arguments of this request cannot be edited.")
+        else:
+            # For an approval this is the deny-with-reason form, else the answer form.
+            view = blocks.render_modal(record)
+        if not await self.chat.open_view(action.trigger_id, view):
             raise Refusal("Slack did not open the form; please try again.")
 
     # ----------------------------------------------------------------- modals
@@ -253,6 +297,10 @@ class Answers:
                 denying=submission.callback_id == blocks.CALLBACK_DENY_MODAL,
             )
             answer = blocks.answer_from_submission(record, submission)
+            if submission.callback_id == blocks.CALLBACK_EDIT_MODAL:
+                problem = await self._edit_problem(record, answer)
+                if problem is not None:
+                    return self._inline(problem, first_input)
         except Refusal as error:
             await self.store.audit(
                 AuditEntry(
@@ -270,6 +318,36 @@ class Answers:
                 return SubmissionCheck(errors=error.errors)
             return self._inline(str(error), first_input)
         return SubmissionCheck(record=record, answer=answer)
+
+    async def _edit_problem(self, record: InteractionRecord, answer: Any) -> str | None:
+        """Why the runtime would not run an edit: with the edited arguments the tool's policy
+        asks for another rule than the request was made under (say, two approvers for prod
+        where one approved staging). Told inline, before anything is claimed, so the approver
+        denies and asks again instead; None when the edit may go on, or when it cannot be
+        told here (an argument is hidden, or this agent's tool is not the one that asked): the
+        gate checks it again in any case and fails closed."""
+        name = str(record.payload.get("tool", ""))
+        tool = self.conversations.agent.tools.get(name)
+        shown = record.payload.get("arguments")
+        if (
+            tool is None
+            or not isinstance(shown, dict)
+            or blocks.locked_arguments(record)
+            or redact_schema(tool.parameters, tool.redact) != record.payload.get("arguments_schema")
+        ):
+            return None
+        try:
+            arguments = tool.parse_arguments(json.dumps({**shown, **answer["arguments"]}))
+            needed = await tool.approval_for(arguments)
+            asked = approval_of(record)
+        except (ArgumentsError, ApprovalPolicyError, CorruptRecordError):
+            return None
+        if needed is None or needed == asked:
+            return None
+        return (
+            f"With these arguments `{name}` needs a different approval than this request was "
+            "made under. Deny it and ask again instead."
+        )
 
     @staticmethod
     def _inline(message: str, block_id: str | None) -> SubmissionCheck:
@@ -364,7 +442,13 @@ class Answers:
     # ----------------------------------------------------------------- claiming
 
     async def accept(
-        self, record: InteractionRecord, *, user: str, answer: Any, work: Work | None = None
+        self,
+        record: InteractionRecord,
+        *,
+        user: str,
+        answer: Any,
+        work: Work | None = None,
+        home: bool = False,
     ) -> None:
         """Claim the interaction for this answer; the first answer wins, later ones are told.
 
@@ -386,6 +470,7 @@ class Answers:
                 reason=refusal,
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
+                home=home,
             )
             return
         thread = _thread_of(record)
@@ -436,6 +521,7 @@ class Answers:
                 reason=reason,
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
+                home=home,
             )
             return
         _metrics.ANSWERS.labels(outcome="accepted").inc()
@@ -495,6 +581,8 @@ class Answers:
                 await self.chat.update(
                     reopened.channel, reopened.message_ts, card["text"], blocks=card["blocks"]
                 )
+            if self.conversations.home_changed is not None:
+                self.conversations.home_changed([reopened])  # it waits on its approvers again
         return refused
 
     async def _claim(
@@ -513,7 +601,7 @@ class Answers:
             interaction_id=record.interaction_id,
             run_id=record.run_id,
             user=user,
-            detail=_short_json(answer),
+            detail=self._edit_detail(record, answer) or _short_json(answer),
         )
         turn = None
         if child_id is not None and hold is not None:
@@ -534,6 +622,27 @@ class Answers:
             audit=entry,
             turn=turn,
         )
+
+    def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:
+        """The audit detail of an approval given with edited arguments: both versions, the
+        call's as the card showed it and the edited one it runs with, redacted as the card is
+        (an approver may type a secret into an object argument). None for any other answer."""
+        edits = answer.get("arguments") if isinstance(answer, dict) else None
+        if record.kind != "approval" or not isinstance(edits, dict):
+            return None
+        original = record.payload.get("arguments")
+        original = original if isinstance(original, dict) else {}
+        locked = set(blocks.locked_arguments(record))
+        edited = {**original, **{k: v for k, v in edits.items() if k not in locked}}
+        tool = self.conversations.agent.tools.get(str(record.payload.get("tool", "")))
+        detail = {
+            "approved": answer.get("approved") is True,
+            "arguments": {
+                "original": original,
+                "edited": redact(edited, tool.redact if tool else frozenset()),
+            },
+        }
+        return _short_json(detail, limit=_EDIT_DETAIL_LIMIT)
 
     async def resume_if_complete(
         self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
@@ -657,7 +766,12 @@ def _approves(answer: Any) -> bool:
 
 def _plain_approval(answer: Any) -> bool:
     if isinstance(answer, dict):
-        return answer.get("approved") is True and not answer.get("reason")
+        # Edited arguments are the approver's words in the call, as a reason would be.
+        return (
+            answer.get("approved") is True
+            and not answer.get("reason")
+            and "arguments" not in answer
+        )
     return answer is True
 
 
@@ -732,6 +846,6 @@ def user_and_channel(body: Any) -> tuple[str, str | None]:
     return field_id("user") or "", field_id("channel")
 
 
-def _short_json(value: Any) -> str:
+def _short_json(value: Any, *, limit: int = 500) -> str:
     text = json.dumps(value, default=str)
-    return text if len(text) <= 500 else text[:499] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

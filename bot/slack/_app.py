@@ -42,6 +42,7 @@ from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
+from ._home import Home
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
@@ -50,6 +51,7 @@ from ._verify import (
     CheckedSocketModeHandler,
     PersonEvent,
     SlackGate,
+    home_opened,
     person_event,
     session_stopped,
 )
@@ -159,13 +161,25 @@ class SlackBot:
             members=members,
             lease_ttl=settings.handback_thread_lease_ttl,
         )
+        nudges = Nudges(store=store, chat=self.chat, policy=self.policy, clock=clock)
         self.sweeper = Sweeper(
             store=store,
             conversations=self.conversations,
             interval=settings.handback_sweep_interval,
             clock=clock,
-            nudges=Nudges(store=store, chat=self.chat, policy=self.policy, clock=clock),
+            nudges=nudges,
         )
+        self.home = Home(
+            store=store,
+            chat=self.chat,
+            policy=self.policy,
+            members=members,
+            tasks=self.tasks,
+            agent_name=agent.name,
+            clock=clock,
+        )
+        self.conversations.home_changed = self.home.changed
+        nudges.changed = self.home.changed
         self.answers = Answers(
             store=store,
             chat=self.chat,
@@ -175,6 +189,7 @@ class SlackBot:
             fresh_members=fresh,
             expire=self._expire_later,
             clock=clock,
+            home=self.home,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
         self.dispatch = Dispatch(
@@ -318,9 +333,7 @@ class SlackBot:
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
-            server = site._server
-            sockets = getattr(server, "sockets", None) or []
-            bound = int(sockets[0].getsockname()[1]) if sockets else port
+            bound = int(runner.addresses[0][1])
             shown = "127.0.0.1" if host in {"0.0.0.0", ""} else host
             yield f"http://{shown}:{bound}/slack/events"
         finally:
@@ -365,6 +378,10 @@ class SlackBot:
         @app.event("agent_session_stopped")
         async def on_stopped(body: dict[str, Any]) -> BoltResponse | None:
             return await self._take_stop(body)
+
+        @app.event("app_home_opened")
+        async def on_home_opened(body: dict[str, Any]) -> None:
+            self._take_home_opened(body)
 
         @app.action(blocks.ACTION_PATTERN)
         async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -445,6 +462,15 @@ class SlackBot:
         if not await self._record("stop", item, dedupe=event_id or None):
             return BoltResponse(status=503, body="not recorded; please retry")
         return None
+
+    def _take_home_opened(self, body: dict[str, Any]) -> None:
+        """Someone opened the Home tab: their view is published after the ack, from this
+        process and not through the inbox. A lost view loses no work (the requests wait in the
+        store and on their cards) and the next visit draws it again."""
+        opened = home_opened(body)
+        if opened is None or opened.tab != "home":
+            return
+        self.tasks.spawn(self.home.opened(opened.user), name="home-opened")
 
     async def _take_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         try:

@@ -60,6 +60,7 @@ class Chat:
         self.agent_view = ui != "classic"
         """Whether turns show as agent sessions; `auto` turns it off at Slack's first refusal."""
         self._team_id: str | None = None
+        self._url: str | None = None
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
         try:
@@ -120,6 +121,21 @@ class Chat:
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> bool:
         return await self._call("views_open", trigger_id=trigger_id, view=view) is not None
+
+    async def publish_view(self, user: str, view: dict[str, Any]) -> bool:
+        """Publish `user`'s App Home view (`views.publish`); False when Slack refused it."""
+        return await self._call("views_publish", user_id=user, view=view) is not None
+
+    async def workspace_url(self) -> str | None:
+        """The workspace's URL (`https://<name>.slack.com/`, from `auth.test`, asked once), which
+        permalinks start with."""
+        if self._url is None:
+            data = await self._call("auth_test")
+            if data and isinstance(data.get("url"), str):
+                self._url = str(data["url"])
+            if data and data.get("team_id") and self._team_id is None:
+                self._team_id = str(data["team_id"])
+        return self._url
 
     # ------------------------------------------------------------ the agent surface
 

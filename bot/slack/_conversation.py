@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -105,6 +106,9 @@ class Conversations:
         self.policy = policy
         self.members = members
         self.lease_ttl = lease_ttl
+        self.home_changed: Callable[[list[InteractionRecord]], None] | None = None
+        """Told (without waiting) which requests were posted or closed, so App Home views that
+        list them are refreshed."""
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def hold_turn(self, thread: Thread) -> TurnHold | None:
@@ -360,6 +364,11 @@ class Conversations:
             raise
         try:
             async with self._turn(thread, hold) as slot:
+                if turn is not None and claimed is None and child_id is not None:
+                    # Possibly a retry (a claim won just now never is): the stream a dead
+                    # attempt of this child left open is stopped and taken away, or, finished,
+                    # not shown twice. Keyed by the child's own id, so never another's stream.
+                    await turn.take_over()
                 run = self.agent(
                     parent_id=run_id, resume=answers, run_id=child_id, by=by, claimed=claimed
                 )
@@ -632,6 +641,8 @@ class Conversations:
                 record.interaction_id, channel=thread.channel, message_ts=ts
             )
             await self._note_unapprovable(record, thread)
+        if self.home_changed is not None:
+            self.home_changed(records)
 
     async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,
@@ -702,6 +713,8 @@ class Conversations:
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
+        if self.home_changed is not None:
+            self.home_changed([record])
 
     async def _failed(self, thread: Thread, doing: str, turn: AgentTurn | None) -> None:
         log.exception("failed while %s in %s/%s", doing, thread.channel, thread.thread_ts)
@@ -719,9 +732,19 @@ def _reply_text(output: OutputEvent) -> str:
         text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
         return escape(text) if text.strip() else "Done."
     if status.code == "cancelled":
-        why = f" ({escape(status.message)})" if status.message else ""
+        why = f" ({_escape_keeping_mentions(status.message)})" if status.message else ""
         return f"Stopped{why}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+_MENTION = re.compile(r"&lt;@([UW][A-Z0-9]{2,30})&gt;")
+
+
+def _escape_keeping_mentions(text: str) -> str:
+    """A cancel reason, escaped, with well-formed user mentions kept as mentions: ours say who
+    stopped the run ("stopped by <@U…>"); nothing but a user id survives (no `<!channel>`, no
+    link), and a reason is never the model's text."""
+    return _MENTION.sub(r"<@\1>", escape(text))
 
 
 def _key(thread: Thread) -> tuple[str, str]:

@@ -6,7 +6,7 @@ granted scopes with `BOT_SCOPES`, so an install from a wheel needs no manifest f
 
 from __future__ import annotations
 
-__all__ = ["BOT_EVENTS", "BOT_SCOPES", "COMMANDS"]
+__all__ = ["BOT_EVENTS", "BOT_SCOPES", "COMMANDS", "HOME_TAB_ENABLED"]
 
 BOT_SCOPES: tuple[str, ...] = (
     "app_mentions:read",
@@ -31,8 +31,13 @@ BOT_EVENTS: tuple[str, ...] = (
     "message.channels",
     "message.groups",
     "agent_session_stopped",
+    "app_home_opened",
 )
-"""Bot events the app subscribes to."""
+"""Bot events the app subscribes to (`app_home_opened` needs no scope of its own, nor does
+`views.publish`)."""
+
+HOME_TAB_ENABLED = True
+"""`features.app_home.home_tab_enabled`: App Home lists what waits on each person."""
 
 COMMANDS: tuple[str, ...] = ("/deploy",)
 """Slash commands of the example agent (`bot/chatops.py`); an agent of your own declares its

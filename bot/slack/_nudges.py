@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import blocks
 from state import AuditEntry, CorruptRecordError, InteractionRecord, Nudge, Store, approval_of
@@ -38,6 +38,8 @@ class Nudges:
         self.chat = chat
         self.policy = policy
         self.clock = clock
+        self.changed: Callable[[Iterable[InteractionRecord]], None] | None = None
+        """Told of a request that escalated, so App Home views of the people it adds show it."""
 
     async def sweep(self) -> int:
         """Fire what is due now; how many fired here (another process may fire some)."""
@@ -85,6 +87,8 @@ class Nudges:
         )
         if escalation:
             await self._escalate(record, allowed, added)
+            if self.changed is not None:
+                self.changed([record])
         else:
             await self._remind(record, allowed)
         return True

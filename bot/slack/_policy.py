@@ -36,6 +36,7 @@ __all__ = [
     "GroupLookupFailed",
     "GroupMembers",
     "fresh_group_members",
+    "is_member",
     "read_once",
     "slack_group_members",
 ]
@@ -233,3 +234,9 @@ async def _is_member(user: str, allowed: Iterable[str], members: GroupMembers) -
     if failures:
         raise GroupLookupFailed("; ".join(failures))
     return False
+
+
+async def is_member(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:
+    """Whether `user` is named in `allowed` or in a user group it names; `GroupLookupFailed`
+    when only an unreadable group could have let them in."""
+    return await _is_member(user, allowed, members)

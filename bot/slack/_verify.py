@@ -36,6 +36,7 @@ __all__ = [
     "BlockActions",
     "CheckedSocketModeHandler",
     "EventCallback",
+    "HomeOpened",
     "PersonEvent",
     "SessionStopped",
     "SlackGate",
@@ -43,6 +44,7 @@ __all__ = [
     "UrlVerification",
     "ViewSubmission",
     "check_payload",
+    "home_opened",
     "person_event",
     "session_stopped",
 ]
@@ -58,6 +60,7 @@ _WINDOW: Final = 60 * 5
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _PERSON_EVENTS: Final = frozenset({"message", "app_mention"})
 _STOP_EVENT: Final = "agent_session_stopped"
+_HOME_EVENT: Final = "app_home_opened"
 _REASON_LIMIT: Final = 200
 
 
@@ -162,6 +165,31 @@ def session_stopped(body: Any) -> SessionStopped | None:
         return _StopCallback.model_validate(body if isinstance(body, dict) else {}).event
     except ValidationError as error:
         log.warning("ignored a stop that does not fit: %s", _reason(error))
+        return None
+
+
+class HomeOpened(_Model):
+    """`app_home_opened`: someone opened one of the app's tabs (`home`, `messages`, `about`)."""
+
+    type: Literal["app_home_opened"]
+    user: Annotated[str, Field(min_length=1, max_length=64)]
+    tab: Annotated[str, Field(max_length=64)] = ""
+    channel: str | None = None
+    event_ts: str | None = None
+
+
+class _HomeCallback(_Envelope):
+    type: Literal["event_callback"]
+    event_id: str | None = None
+    event: HomeOpened
+
+
+def home_opened(body: Any) -> HomeOpened | None:
+    """The `app_home_opened` event of a body the edge let through, typed."""
+    try:
+        return _HomeCallback.model_validate(body if isinstance(body, dict) else {}).event
+    except ValidationError as error:
+        log.warning("ignored an app_home_opened that does not fit: %s", _reason(error))
         return None
 
 
@@ -441,6 +469,8 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
             _check(_PersonCallback, body)
         if model is EventCallback and body["event"]["type"] == _STOP_EVENT:
             _check(_StopCallback, body)
+        if model is EventCallback and body["event"]["type"] == _HOME_EVENT:
+            _check(_HomeCallback, body)
     except Misfit as error:
         status = 200 if model is EventCallback else 400
         return Refused(status=status, reason=f"{kind} does not fit: {error}")
@@ -453,7 +483,11 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
 def _unheard(kind: str, body: dict[str, Any]) -> str | None:
     """Why no listener takes this (fitting) payload, or None; Bolt would answer 404 and log a
     page of advice, and Slack would send an event again, so the edge acks it instead."""
-    if kind == "event_callback" and body["event"]["type"] not in {*_PERSON_EVENTS, _STOP_EVENT}:
+    if kind == "event_callback" and body["event"]["type"] not in {
+        *_PERSON_EVENTS,
+        _STOP_EVENT,
+        _HOME_EVENT,
+    }:
         return f"no listener for events of type {repr(body['event']['type'])[:_REASON_LIMIT]}"
     if kind == "block_actions" and not blocks.ACTION_PATTERN.match(body["actions"][0]["action_id"]):
         return "a click on a control that is not handback's"

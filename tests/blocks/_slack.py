@@ -135,6 +135,8 @@ def check_block(block: dict[str, Any], where: str = "block") -> None:
             if "hint" in block:
                 _text(block["hint"], 2000, where, plain_only=True)
             _element(block["element"], where)
+        case "divider":
+            _need(set(block) <= {"type", "block_id"}, f"{where}: divider with content")
         case _:
             raise LimitError(f"{where}: unexpected block type")
 
@@ -167,6 +169,35 @@ def check_view(view: dict[str, Any]) -> None:
     _need(0 < len(view["private_metadata"]) <= 3000, "view: private_metadata length")
     _check_blocks(view["blocks"], 100, "view")
     _need(any(block["type"] == "input" for block in view["blocks"]), "view: no input")
+
+
+_HOME_TOKEN = re.compile(
+    r"<#[CDG][A-Z0-9]+>|<https?://[^\s<>|]+/archives/[A-Z0-9]+/p\d+\|Open the thread>"
+)
+"""Home views also link to channels and threads (our own links, built from ids)."""
+
+
+def check_home_view(view: dict[str, Any]) -> None:
+    """A `views.publish` Home view that Slack accepts and whose text cannot ping or link
+    anywhere but to the channels and threads of its requests."""
+    View(**view).validate_json()
+    _need(view["type"] == "home", "view: not a home view")
+    blocks = view["blocks"]
+    _need(1 <= len(blocks) <= 100, f"home: {len(blocks)} blocks (1..100)")
+    ids = [block["block_id"] for block in blocks if "block_id" in block]
+    _need(len(set(ids)) == len(ids), "home: duplicate block_id")
+    for index, block in enumerate(blocks):
+        check_block(_without_links(block), f"home.blocks[{index}]")
+
+
+def _without_links(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_links(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_links(item) for item in value]
+    if isinstance(value, str):
+        return _HOME_TOKEN.sub("", value) or value
+    return value
 
 
 def elements(blocks: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:

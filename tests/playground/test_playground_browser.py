@@ -334,3 +334,35 @@ async def test_a_slash_command_typed_in_the_composer(
     await card.get_by_role("button", name="Approve", exact=True).click()
     await expect(thread).to_contain_text("Deployed web 2.1 to staging (was 2.0.1).")
     assert chatops.fleet.versions[("web", "staging")] == "2.1"
+
+
+async def test_app_home_lists_the_request_and_approves_it(
+    playground: Playground, browser_page: Any
+) -> None:
+    page = browser_page
+    await open_page(page, playground)
+    await act_as(page, "U0ALICE")
+    await say(page, "deploy api 2.3 to prod")
+    await expect(page.locator("#thread .msg", has_text="Approval request")).to_be_visible()
+
+    await act_as(page, "U0BOB")
+    await page.click("#home-tab")
+    home = page.locator("#home")
+    await expect(home).to_be_visible()
+    await expect(page.locator("#composer")).to_be_hidden()
+    await expect(home).to_contain_text("Waiting on you")
+    await expect(home.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+
+    # The thread link opens the request's thread, as in Slack.
+    await home.get_by_role("link", name="Open the thread").click()
+    await expect(page.locator("#home")).to_be_hidden()
+    await expect(page.locator("#thread .msg", has_text="Approval request")).to_be_visible()
+
+    await page.click("#home-tab")
+    await home.get_by_role("button", name="Approve", exact=True).click()
+    await expect(home).to_contain_text("Nothing waits on you now.")
+    await expect(home).to_contain_text("Approved Approval request: deploy")
+    assert chatops.fleet.versions[("api", "prod")] == "2.3"
+    await page.locator("#channels li", has_text="deploys").click()
+    await expect(page.locator("#thread")).to_be_hidden()
+    await expect(page.locator("#messages")).to_be_visible()

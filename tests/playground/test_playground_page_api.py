@@ -357,3 +357,36 @@ async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
     )
     assert form["view"]["callback_id"] == "hb:command_modal"
     assert "Missing `version`, `environment`." in form["view"]["blocks"][0]["text"]["text"]
+
+
+async def test_app_home_opens_and_answers_without_a_channel(page: PageClient) -> None:
+    await start(page, "deploy api 2.3 to prod")
+    await page.wait_for("U0BOB", lambda s: next(iter(bot_replies(s, "hb:approve")), None))
+    assert (await page.state("U0BOB"))["home"] is None
+
+    status, opened = await page.post("/api/home/open", {"user": "U0BOB"})
+    assert (status, opened) == (200, {"ok": True, "status": 200})
+    home = await page.wait_for("U0BOB", lambda s: s["home"])
+    [actions] = [b for b in home["blocks"] if b["type"] == "actions"]
+    approve = next(e for e in actions["elements"] if e["action_id"] == "hb:approve")
+
+    action = {**approve, "block_id": actions["block_id"]}
+    status, clicked = await page.post("/api/home/actions", {"user": "U0BOB", "action": action})
+    assert (status, clicked) == (200, {"ok": True, "status": 200})
+    await page.wait_for(
+        "U0BOB",
+        lambda s: (
+            "Recently decided" in str(s["home"])
+            and "Approved" in str(s["home"])
+            and not any(b["type"] == "actions" for b in s["home"]["blocks"])
+        ),
+    )
+    await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Deployed api 2.3 to prod"))
+
+    status, refused = await page.post("/api/home/open", {"user": "U0NOBODY"})
+    assert status == 400 and "no person" in refused["error"]
+    status, missing = await page.post(
+        "/api/home/actions",
+        {"user": "U0DAVE", "action": {"action_id": "hb:approve", "type": "button"}},
+    )
+    assert status == 400 and "no Home view" in missing["error"]

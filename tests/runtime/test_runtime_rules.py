@@ -9,6 +9,7 @@ import pytest
 
 from bot import (
     Agent,
+    Approval,
     Cancel,
     InvalidResumeValue,
     RunAlreadyResumed,
@@ -285,6 +286,7 @@ async def test_approval_gate_runs_no_handler_code_before_approval(store: Store) 
         "arguments": {"service": "api", "version": "2.3", "token": "[redacted]"},
         "tool_call_id": p.tool_call_id,
         "arguments_schema": tool.parameters,
+        "rule": Approval().to_json(),
     }
     assert "s3cr3t" not in out.model_dump_json() and "s3cr3t" not in p.model_dump_json()
     with pytest.raises(InvalidResumeValue):

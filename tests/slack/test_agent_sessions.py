@@ -295,5 +295,30 @@ async def test_stop_closes_the_open_card_and_cancels_its_run(
         actions = [e.action for e in await h.store.recent_audit()]
         assert "stopped" in actions and "cancelled" in actions
         assert [m.text for m in h.bot_replies(asked.ts) if m.chunks][-1] == (
-            f"Stopped (stopped by &lt;@{ALICE}&gt;)."
+            f"Stopped (stopped by <@{ALICE}>)."
         )
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ("stopped by <@U0BOB>", "Stopped (stopped by <@U0BOB>)."),
+        ("<!channel> please", "Stopped (&lt;!channel&gt; please)."),
+        ("<@U0BOB|bob> <http://evil|ok>", "Stopped (&lt;@U0BOB|bob&gt; &lt;http://evil|ok&gt;)."),
+        ("<@u0bob> <#C0GENERAL>", "Stopped (&lt;@u0bob&gt; &lt;#C0GENERAL&gt;)."),
+    ],
+)
+def test_a_cancel_reason_keeps_only_plain_user_mentions(reason: str, shown: str) -> None:
+    from bot.events import OutputEvent
+    from bot.slack._conversation import _reply_text
+
+    output = OutputEvent.model_validate(
+        {
+            "run_id": "r",
+            "path": "a",
+            "t0": 0,
+            "t1": 1,
+            "status": {"code": "cancelled", "reason": "cancelled", "message": reason},
+        }
+    )
+    assert _reply_text(output) == shown

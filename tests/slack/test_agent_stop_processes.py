@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from blocks import ACTION_APPROVE
 from bot.playground._slack import ApiCall, LocalSlack
 from state import open_store
 
 from .conftest import ALICE, BOB, CHANNEL
-from .durable import AGENT, QUICK, Marks, poll
+from .durable import AGENT, QUICK, Marks, card_in, poll
 from .processes import Fleet, HookedSlack
 
 pytestmark = pytest.mark.slow
@@ -110,6 +111,45 @@ async def test_a_turn_retried_after_a_crash_streams_its_answer_once(
         assert [m.text for m in streamed] == ["Tool said: api runs 2.3"]
         assert not streamed[0].streaming
         assert marks.count("lookup") == 1
+
+
+async def test_a_resume_retried_after_a_crash_streams_its_answer_once(
+    store_url: str, marks: Marks
+) -> None:
+    """The same for the turn an approval resumes: the bot dies as the resumed turn's
+    `chat.stopStream` reaches Slack; the process that retries the click's work item stops the
+    open stream, takes its partial message away, and streams the answer once, without running
+    the approved tool again."""
+    async with (
+        HookedSlack(agent_view=True) as slack,
+        Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet,
+    ):
+        [first] = await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api")
+        card = await card_in(slack, asked.ts)
+        await slack.wait_for(lambda: _status(slack, asked.ts) == "suspended", timeout=10)
+
+        def die_on_stop(call: ApiCall) -> None:
+            if call.method == "chat.stopStream" and first.alive:
+                slack.hooks.remove(die_on_stop)
+                os.kill(first.pid, signal.SIGKILL)
+                raise ConnectionResetError("the bot is gone")
+
+        slack.hooks.append(die_on_stop)
+        assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+        assert await fleet.first_to_exit() is first
+        resumed = [m for m in slack.bot_messages(thread_ts=asked.ts) if m.streaming]
+        assert len(resumed) == 1  # the tool's task, left open
+        left_open = resumed[0].ts
+
+        [second] = await fleet.start("all")
+        await slack.wait_for(lambda: _status(slack, asked.ts) == "active", timeout=20)
+        await second.wait_idle()
+        streamed = [m for m in slack.bot_messages(thread_ts=asked.ts) if m.chunks]
+        assert left_open not in [m.ts for m in streamed]
+        assert [m.text for m in streamed if m.text] == ["Tool said: deployed api to prod"]
+        assert not [m for m in streamed if m.streaming]
+        assert marks.count("deploy") == 1
 
 
 async def test_a_stopped_turn_whose_process_died_is_not_carried_on(

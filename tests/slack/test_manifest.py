@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bot.slack._manifest import BOT_EVENTS, BOT_SCOPES, COMMANDS
+from bot.slack._manifest import BOT_EVENTS, BOT_SCOPES, COMMANDS, HOME_TAB_ENABLED
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
 
@@ -32,3 +32,5 @@ def test_manifest_matches_the_code() -> None:
     assert _list_under("bot_events", text) == list(BOT_EVENTS)
     commands = re.findall(r"^\s*-\s*command:\s*(\S+)", text, flags=re.M)
     assert commands == list(COMMANDS)
+    [home_tab] = re.findall(r"^\s*home_tab_enabled:\s*(\w+)", text, flags=re.M)
+    assert home_tab == str(HOME_TAB_ENABLED).lower()

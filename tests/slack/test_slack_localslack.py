@@ -96,7 +96,7 @@ async def _endpoints(count: int) -> AsyncIterator[list[_Endpoint]]:
             await runner.setup()
             site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
-            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            port = runner.addresses[0][1]
             endpoint.url = f"http://127.0.0.1:{port}/slack/events"
         yield endpoints
     finally:
@@ -259,3 +259,29 @@ async def test_an_app_not_declared_as_an_agent_is_refused(slack: LocalSlack, ref
         )
     assert caught.value.response["error"] == refusal
     assert (await client.chat_postMessage(channel=CHANNEL, text="still fine"))["ok"]
+
+
+async def test_views_publish_keeps_a_valid_home_view_per_person(slack: LocalSlack) -> None:
+    client = _client(slack)
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
+    view = {"type": "home", "blocks": [section]}
+    published = await client.views_publish(user_id=ALICE, view=view)
+    assert published["view"]["type"] == "home"
+    assert slack.home_view(ALICE) == view
+    assert slack.home_view("U0BOB") is None
+
+    too_long = {"type": "home", "blocks": [section] * 101}
+    not_home = {"type": "modal", "blocks": [section]}
+    bad_block = {"type": "home", "blocks": [{"type": "section", "text": {"type": "mrkdwn"}}]}
+    long_header = {
+        "type": "home",
+        "blocks": [{"type": "header", "text": {"type": "plain_text", "text": "x" * 151}}],
+    }
+    for refused in (too_long, not_home, bad_block, long_header):
+        with pytest.raises(SlackApiError) as caught:
+            await client.views_publish(user_id=ALICE, view=refused)
+        assert caught.value.response["error"] == "invalid_arguments"
+    with pytest.raises(SlackApiError) as unknown:
+        await client.views_publish(user_id="U0NOBODY", view=view)
+    assert unknown.value.response["error"] == "user_not_found"
+    assert slack.home_view(ALICE) == view  # a refused view changes nothing

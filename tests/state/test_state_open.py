@@ -42,6 +42,9 @@ def test_all_is_sorted_and_exported() -> None:
         "sqlite://relative.db",
         "sqlite:///",
         "sqlite:///x.db?mode=ro",
+        "sqlite:///x.db?synchronous=off",
+        "sqlite:///x.db?synchronous=full&synchronous=normal",
+        "sqlite:///x.db?synchronus=full",
     ],
 )
 async def test_a_bad_url_is_a_value_error_naming_it_without_its_password(url: str) -> None:
@@ -169,3 +172,19 @@ def test_each_store_class_refuses_the_other_ones_url(tmp_path: Path) -> None:
         RedisStore.from_url(f"sqlite:///{tmp_path / 'x.db'}")
     with pytest.raises(StoreURLError, match="sqlite://"):
         SQLiteStore.from_url("redis://127.0.0.1:6379/0")
+
+
+@pytest.mark.parametrize(
+    ("query", "level"), [("", 1), ("?synchronous=normal", 1), ("?synchronous=FULL", 2)]
+)
+async def test_sqlite_durability_is_a_url_setting(tmp_path: Path, query: str, level: int) -> None:
+    """WAL with `synchronous=NORMAL` by default; `?synchronous=full` fsyncs every commit."""
+    import sqlite3
+
+    async with open_store(f"sqlite:///{tmp_path / 'sync.db'}{query}") as store:
+        await store.save_run(make_run())
+        conn = store._conn  # type: ignore[attr-defined]
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with sqlite3.connect(tmp_path / "sync.db") as check:
+        assert check.execute("SELECT count(*) FROM runs").fetchone()[0] == 1

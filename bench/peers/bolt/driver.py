@@ -50,7 +50,7 @@ async def measure_click(n: int, concurrency: int) -> list[float]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     body = urlencode({"payload": json.dumps(PAYLOAD)})
     acks: list[float] = []
     try:

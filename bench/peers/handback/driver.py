@@ -2,13 +2,12 @@
 
     .venv/bin/python bench/peers/handback/driver.py --contender sqlite --measure cycle --n 200
 
-Contenders: `sqlite` (a file, WAL, `synchronous=NORMAL`, the store's setting), `sqlite-full`
-(the same store with `PRAGMA synchronous = FULL` issued on its private connection: the store
-offers no setting for it, so this is a measurement, not a configuration anyone can choose) and
-`redis` (the server at `--redis`, under a throwaway prefix deleted afterwards). Only public APIs
-otherwise: `bot.Agent`, `bot.testing.FunctionModel`, `bot.slack.SlackBot`, `state.open_store`,
-and `LocalSlack` as the stand-in for Slack. `$HANDBACK_BENCH_CODE` names the directory to import
-handback from (default: this checkout).
+Contenders: `sqlite` (a file, WAL, `synchronous=NORMAL`, the store's default), `sqlite-full`
+(the same store opened with `?synchronous=full`) and `redis` (the server at `--redis`, under a
+throwaway prefix deleted afterwards). Only public APIs: `bot.Agent`,
+`bot.testing.FunctionModel`, `bot.slack.SlackBot`, `state.open_store`, and `LocalSlack` as the
+stand-in for Slack. `$HANDBACK_BENCH_CODE` names the directory to import handback from
+(default: this checkout).
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ done by a second bot with `role="worker"` in the same process after each batch, 
 PERSISTS = {
     "sqlite": "run records, transcripts appended once per thread, in an SQLite file, WAL, "
     "synchronous=NORMAL",
-    "sqlite-full": "the same, with synchronous=FULL (not a setting of the store)",
+    "sqlite-full": "the same, with synchronous=FULL (`?synchronous=full`)",
     "redis": "run records as Redis hashes (this server: no AOF, no RDB snapshots)",
 }
 
@@ -102,18 +101,13 @@ class Contender:
         self.files += 1
         if self.name == "redis":
             return f"{self.redis_url}?prefix={self.prefix}{self.files}:&client_name=hbcompare"
-        return f"sqlite:///{Path(self.tmp) / f'store{self.files}.db'}"
+        path = f"sqlite:///{Path(self.tmp) / f'store{self.files}.db'}"
+        return f"{path}?synchronous=full" if self.name == "sqlite-full" else path
 
     @asynccontextmanager
     async def store(self) -> AsyncIterator[tuple[Store, str]]:
         url = self.url()
         async with open_store(url) as store:
-            if self.name == "sqlite-full":
-                # The store has no setting for it; its one connection lives on its worker thread.
-                call = store._call  # type: ignore[attr-defined]
-                await call(lambda conn: conn.execute("PRAGMA synchronous = FULL"))
-                level = await call(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
-                assert level == 2, level
             yield store, url
 
     async def cleanup(self) -> None:

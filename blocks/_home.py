@@ -1,0 +1,169 @@
+"""The App Home view of one person: what waits on them, what they decided lately, the standing
+grants they gave.
+
+Each waiting request carries the card's own controls (`_card.controls`: the same block and
+action ids), so a click in Home is the same reference to the same stored interaction as a click
+on the card, and goes through the same claim. Pure: the app reads the store and publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from state import AuditEntry, GrantScope, InteractionRecord
+
+from ._card import controls
+from ._ids import ACTION_MORE, parse_action_id
+from ._outcome import approval_outcome
+from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
+from ._text import cut_mrkdwn, date_token, inline_code, mention, slack_len
+
+__all__ = ["HOME_BLOCK_LIMIT", "Decision", "GrantLine", "grant_blocks", "render_home"]
+
+HOME_BLOCK_LIMIT: Final = 100
+"""Slack refuses a Home view of more blocks than this."""
+
+_DECIDED_ROOM: Final = 12
+"""Blocks kept for the sections after the waiting requests (headers, lines, notices)."""
+_LINK_LIMIT: Final = 1000
+
+
+@dataclass(kw_only=True, frozen=True)
+class Decision:
+    """One answer the person gave (an `answered` audit entry), with the request when the store
+    still has it."""
+
+    entry: AuditEntry
+    record: InteractionRecord | None = None
+
+
+@dataclass(kw_only=True, frozen=True)
+class GrantLine:
+    """A standing grant someone gave, as their Home lists it: the grant store maps its own
+    records to these (`Home(grants=...)` in the app)."""
+
+    grant_id: str
+    tool: str
+    scope: GrantScope
+    channel: str
+    thread_ts: str | None = None
+    expires_at: float
+
+
+def _thread_link(base_url: str | None, channel: str, ts: str | None) -> str | None:
+    """The permalink of a message (`<workspace url>archives/<channel>/p<ts digits>`), or None
+    when the workspace's URL or the message is unknown."""
+    if not base_url or not channel or not ts:
+        return None
+    digits = ts.replace(".", "")
+    if not (digits.isdigit() and channel.isalnum()):
+        return None
+    return f"{base_url.rstrip('/')}/archives/{channel}/p{digits}"
+
+
+def _waiting_blocks(record: InteractionRecord, base_url: str | None) -> list[dict[str, Any]]:
+    # Paging buttons would page the card in the thread, not this view: Home shows the first page
+    # and the card's "search all" form, which lists every option.
+    shown = []
+    for block in controls(record, 0):
+        if block.get("type") == "actions":
+            elements = [
+                element
+                for element in block["elements"]
+                if parse_action_id(str(element.get("action_id", ""))) != ACTION_MORE
+            ]
+            block = {**block, "elements": elements}
+        shown.append(block)
+    where = []
+    link = _thread_link(base_url, record.channel, record.message_ts or record.thread_ts)
+    if link is not None and len(link) < _LINK_LIMIT:
+        where.append(f"<{link}|Open the thread>")
+    elif record.channel:
+        where.append(f"In <#{record.channel}>")
+    if record.requester and record.kind != "approval":
+        where.append(f"Requested by {mention(record.requester)}")
+    if record.expires_at > 0:
+        where.append(f"Expires {date_token(record.expires_at)}")
+    tail = [context(" · ".join(where))] if where else []
+    return summary_blocks(record) + shown + tail + [{"type": "divider"}]
+
+
+def _decision_line(decision: Decision) -> str:
+    entry, record = decision.entry, decision.record
+    when = date_token(entry.at)
+    if record is None:
+        what = inline_code(entry.interaction_id or "a request", 80)
+        return f"• {what}: {cut_mrkdwn(entry.detail, 120)} · {when}"
+    if record.kind == "approval":
+        verb, _ = approval_outcome(record.answer)
+        return f"• {verb} {fallback(record)} · {when}"
+    return f"• Answered {fallback(record)} · {when}"
+
+
+def _lines_section(lines: Sequence[str]) -> dict[str, Any]:
+    """Safe mrkdwn lines (each bounded where it is built) in one section, as many as fit."""
+    text = ""
+    for line in lines:
+        candidate = f"{text}\n{line}" if text else line
+        if slack_len(candidate) > SECTION_LIMIT:
+            break
+        text = candidate
+    return section(text)
+
+
+def grant_blocks(grants: Sequence[GrantLine]) -> list[dict[str, Any]]:
+    """The "grants you gave" part of Home: a header and one line per grant (tool, where, until
+    when), or a line saying there are none."""
+    blocks = [header("Standing grants you gave")]
+    if not grants:
+        return [*blocks, context("You have given no standing grants.")]
+    lines = []
+    for grant in grants:
+        where = (
+            f"this thread of <#{grant.channel}>"
+            if grant.scope == "thread"
+            else f"<#{grant.channel}>"
+        )
+        tool = inline_code(grant.tool, 100)
+        lines.append(f"• {tool} in {where}, until {date_token(grant.expires_at)}")
+    return [*blocks, _lines_section(lines)]
+
+
+def render_home(
+    *,
+    waiting: Sequence[InteractionRecord],
+    decided: Sequence[Decision],
+    grants: Sequence[GrantLine] | None = None,
+    notice: str | None = None,
+    base_url: str | None = None,
+) -> dict[str, Any]:
+    """The `views.publish` view: `notice` (safe mrkdwn we wrote, e.g. why a click was refused)
+    on top, then every waiting request with its controls while they fit in Slack's 100
+    blocks, what was decided, and `grants` (None: the section is left out)."""
+    blocks: list[dict[str, Any]] = []
+    if notice:
+        blocks.append(section(f":warning: {notice}"))
+    blocks.append(header("Waiting on you"))
+    room = HOME_BLOCK_LIMIT - _DECIDED_ROOM - len(blocks)
+    left_out = 0
+    for record in waiting:
+        drawn = _waiting_blocks(record, base_url)
+        if left_out or len(drawn) > room:
+            left_out += 1
+            continue
+        blocks += drawn
+        room -= len(drawn)
+    if not waiting:
+        blocks.append(context("Nothing waits on you now."))
+    elif left_out:
+        blocks.append(context(f"{left_out} more wait on you; their cards are in their threads."))
+    blocks.append(header("Recently decided"))
+    if decided:
+        blocks.append(_lines_section([_decision_line(decision) for decision in decided]))
+    else:
+        blocks.append(context("You have not answered anything lately."))
+    if grants is not None:
+        blocks += grant_blocks(grants)
+    return {"type": "home", "blocks": blocks[:HOME_BLOCK_LIMIT]}
