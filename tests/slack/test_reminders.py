@@ -309,3 +309,24 @@ async def test_the_chatops_prod_deploy_reminds_then_escalates_to_dave(
         audit = await h.store.recent_audit()
         assert [e.action for e in audit if e.user == DAVE and e.action == "refused"] == ["refused"]
         assert any(e.user == DAVE and e.action != "refused" for e in audit)
+
+
+async def test_the_escalation_puts_the_request_in_the_new_approvers_home(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.reminding_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        interaction = h.interaction_id(h.card(asked.ts))
+        assert (await h.slack.open_home(DAVE)).status == 200
+        await h.bot.drain()
+        assert interaction not in str(h.slack.home_view(DAVE))
+
+        h.clock.advance(300)
+        await h.bot.sweeper.run_until_idle()
+        await h.bot.drain()
+        assert interaction not in str(h.slack.home_view(DAVE))  # reminded, not escalated
+
+        h.clock.advance(600)
+        await h.bot.sweeper.run_until_idle()
+        await h.bot.drain()
+        assert interaction in str(h.slack.home_view(DAVE))  # refreshed without opening it
