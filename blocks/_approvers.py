@@ -6,12 +6,17 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ._card import Message
+from state import CorruptRecordError, InteractionRecord, approval_of
+
 from ._summary import context
 from ._text import cut, escape
 
-__all__ = ["approver_mentions", "with_note"]
+if TYPE_CHECKING:
+    from ._card import Message
+
+__all__ = ["approver_mentions", "escalated_to", "with_note"]
 
 _USER = re.compile(r"[UW][A-Z0-9]{2,30}")
 _GROUP = re.compile(r"S[A-Z0-9]{2,30}")
@@ -31,6 +36,18 @@ def approver_mentions(approvers: Sequence[str]) -> str:
         else:
             shown.append(escape(entry))
     return ", ".join(shown)
+
+
+def escalated_to(record: InteractionRecord) -> str:
+    """Mentions of whom the request's escalation added to its approvers, once the store says it
+    escalated (`escalated_at`); "" before, or for a rule that does not read back."""
+    if record.escalated_at is None:
+        return ""
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        return ""
+    return "" if rule is None else approver_mentions(rule.escalate_to)
 
 
 def with_note(card: Message, note: str) -> Message:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import blocks
+from state import Approval
 
 from ._factory import approval
 from ._slack import check_block, check_message
@@ -39,3 +40,17 @@ def test_a_long_note_is_cut_to_fit() -> None:
     noted = blocks.with_note(blocks.render_card(approval()), "x" * 5000)
     check_block(noted["blocks"][-1])
     assert len(noted["blocks"][-1]["elements"][0]["text"]) <= 2000
+
+
+def test_an_escalated_card_says_whom_it_was_escalated_to() -> None:
+    rule = Approval(approvers=["S0OPS"], remind_after=60, escalate_to=["U0DAVE"])
+    record = approval()
+    record.payload["rule"] = rule.to_json()
+    assert "Escalated" not in str(blocks.render_card(record))
+    record.escalated_at = record.created_at + 120
+    card = blocks.render_card(record)
+    check_message(dict(card))
+    assert "Escalated to <@U0DAVE>" in str(card["blocks"][-1])
+    # A rule that does not read back names nobody.
+    record.payload["rule"] = {"count": "many"}
+    assert "Escalated" not in str(blocks.render_card(record))

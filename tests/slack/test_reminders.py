@@ -70,6 +70,7 @@ async def test_reminder_then_escalation_each_once_at_its_time(make_bot: BotFacto
         note = str(shown.blocks)
         assert "Who may approve now" in note and "<!subteam^S0OPS>" in note
         assert f"<@{DAVE}>" in note and ACTION_APPROVE in note  # still open
+        assert f"Escalated to <@{DAVE}>" in note
 
         await h.click(DAVE, card.ts, ACTION_APPROVE)
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
