@@ -394,3 +394,17 @@ group_approved_agent = Agent(
     model=FunctionModel(_deploy_api_and_web),
     tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"]))],
 )
+
+quick_reminding_agent = Agent(
+    name="quick_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["S0OPS"], remind_after=2, escalate_to=["U0DAVE"], escalate_after=2
+            ),
+        )
+    ],
+)
+"""Reminded after 2 s and escalated 2 s later, by the real clock of `handback run` processes."""

@@ -22,8 +22,9 @@ from bot.testing import FunctionModel
 from state import open_store
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
-from .processes import ROOT
+from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness
+from .durable import answers, card_in, poll
+from .processes import ROOT, Fleet
 
 REMINDER = ":bell: Reminder"
 ESCALATED = ":arrow_up: Nobody has approved"
@@ -331,3 +332,30 @@ async def test_the_escalation_puts_the_request_in_the_new_approvers_home(
         await h.bot.sweeper.run_until_idle()
         await h.bot.drain()
         assert interaction in str(h.slack.home_view(DAVE))  # refreshed without opening it
+
+
+async def test_handback_run_processes_fire_each_once_across_a_kill(
+    slack: LocalSlack, store_url: str
+) -> None:
+    """Real `handback run` processes on the real clock, each sweeping every 0.1 s: the one that
+    posted the card is killed, another starts, and the reminder and the escalation still come,
+    once each."""
+    env = {"HANDBACK_SWEEP_INTERVAL": "0.1"}
+    async with Fleet(
+        slack, store_url, ref="tests.slack.agents:quick_reminding_agent", env=env
+    ) as f:
+        first, _ = await f.start("all", "all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+        card = await card_in(slack, asked.ts)
+        await f.kill(first)
+        await f.start("all")
+
+        def fired() -> list[str]:
+            return [t for t in answers(slack, asked.ts) if t.startswith((REMINDER, ESCALATED))]
+
+        await poll(lambda: len(fired()) >= 2, timeout=30, what="the reminder and the escalation")
+        await asyncio.sleep(1.0)  # three sweepers, ten sweeps a second each: nothing more comes
+        assert [t[:10] for t in fired()] == [REMINDER[:10], ESCALATED[:10]]
+        await slack.click(DAVE, card.ts, ACTION_APPROVE)  # escalated to him: it counts
+        done = "Tool said: deployed api to prod"
+        await poll(lambda: done in answers(slack, asked.ts), timeout=20, what="the deploy")
