@@ -408,3 +408,10 @@ quick_reminding_agent = Agent(
     ],
 )
 """Reminded after 2 s and escalated 2 s later, by the real clock of `handback run` processes."""
+
+unnamed_reminding_agent = Agent(
+    name="unnamed_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=Approval(remind_after=300))],
+)
+"""Names no approver (anyone in the channel but the requester may approve)."""

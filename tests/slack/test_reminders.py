@@ -359,3 +359,17 @@ async def test_handback_run_processes_fire_each_once_across_a_kill(
         await slack.click(DAVE, card.ts, ACTION_APPROVE)  # escalated to him: it counts
         done = "Tool said: deployed api to prod"
         await poll(lambda: done in answers(slack, asked.ts), timeout=20, what="the deploy")
+
+
+async def test_a_reminder_that_can_name_nobody_says_the_request_waits(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.unnamed_reminding_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        h.clock.advance(300)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        assert nudges(h, asked.ts) == [
+            ":bell: Reminder: the request to run `deploy` still waits for an approver."
+        ]
+        h.clock.advance(10_000)
+        assert await h.bot.sweeper.run_until_idle() == 0  # no escalation without escalate_to
