@@ -29,6 +29,7 @@ from ._answers import (
     page_from_action,
     resolve_answer,
 )
+from ._approvers import approver_mentions, with_note
 from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
@@ -116,6 +117,7 @@ __all__ = [
     "accepts_text_reply",
     "answer_from_submission",
     "answer_from_text",
+    "approver_mentions",
     "arguments_from_submission",
     "can_edit",
     "command_usage",
@@ -140,4 +142,5 @@ __all__ = [
     "render_modal",
     "resolve_answer",
     "show_hidden",
+    "with_note",
 ]

@@ -7,6 +7,7 @@ from typing import Any, Final, Literal, TypedDict
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
+from ._approvers import escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
 from ._ids import (
@@ -230,6 +231,8 @@ def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
     parts = ["Or reply in this thread."] if accepts_text_reply(record) else []
     if record.requester and record.kind != "approval":
         parts.append(f"Requested by {mention(record.requester)}")
+    if added := escalated_to(record):
+        parts.append(f"Escalated to {added}")
     if record.expires_at > 0:
         parts.append(f"Expires {date_token(record.expires_at)}")
     return [context(" · ".join(parts))] if parts else []

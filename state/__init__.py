@@ -15,6 +15,7 @@ from ._grant import Grant, GrantClaim, grant_id_for
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
 from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, THREAD_LEASE_TTL
+from ._nudges import nudge_times
 from ._open import open_store, store_from_url
 from ._protocol import (
     AuditLog,
@@ -34,6 +35,8 @@ from ._records import (
     InteractionRecord,
     InteractionStatus,
     NestedRun,
+    Nudge,
+    NudgeKind,
     PendingCall,
     PendingInteraction,
     RunClaim,
@@ -73,6 +76,8 @@ __all__ = [
     "InteractionStatus",
     "InteractionStore",
     "NestedRun",
+    "Nudge",
+    "NudgeKind",
     "PendingCall",
     "PendingInteraction",
     "RedisStore",
@@ -96,6 +101,7 @@ __all__ = [
     "check_store",
     "grant_id_for",
     "missing_sqlite_file",
+    "nudge_times",
     "open_store",
     "resolve_store_url",
     "schema_errors",

@@ -54,12 +54,17 @@ INTERACTION_OVERLAY = (
     "channel",
     "message_ts",
     "votes",
+    "reminded_at",
+    "escalated_at",
 )
 """Fields of an interaction that change after it is added. Both stores keep them beside the JSON
 as written, so a claim updates them in place (in Lua or SQL) without re-encoding the record.
 `answer` and `votes` are JSON; `votes` a list of `encode_vote` values that only ever grows."""
 
 _JSON_OVERLAY = frozenset({"answer", "votes"})
+
+_TIMES = frozenset({"answered_at", "reminded_at", "escalated_at"})
+"""Overlay fields that are Unix seconds (a number, or its text on Redis)."""
 
 _T = TypeVar("_T")
 Raw = bytes | str
@@ -371,7 +376,8 @@ def decode_interaction(
     """The record as added, with the fields of `INTERACTION_OVERLAY` found in `overlay` on top.
 
     Values in `overlay` are as the store returns them: text (or bytes) for strings, the answer
-    as JSON, and `answered_at` as a number or its text.
+    as JSON, and the times (`answered_at`, `reminded_at`, `escalated_at`) as a number or its
+    text.
     """
     try:
         fields = pydantic_core.from_json(data)
@@ -383,7 +389,7 @@ def decode_interaction(
                 continue
             if name in _JSON_OVERLAY:
                 fields[name] = pydantic_core.from_json(value)  # type: ignore[arg-type]
-            elif name == "answered_at":
+            elif name in _TIMES:
                 fields[name] = float(text(value))
             else:
                 fields[name] = text(value)

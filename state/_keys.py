@@ -155,6 +155,14 @@ class RedisKeys:
         return f"{self.namespace}due"
 
     @property
+    def nudges(self) -> str:
+        """Sorted set of pending approvals scored by when their next nudge is due: the reminder
+        until it fired, then the escalation (`remind_at` / `escalate_at` in the interaction's
+        hash); an approval with none left is not in it. Members found answered or closed are
+        dropped when read."""
+        return f"{self.namespace}nudges"
+
+    @property
     def settled(self) -> str:
         """Sorted set (all scores 0, so ordered by id) of runs that had an interaction answered
         or closed; `claim_run` removes the run, `settled_runs` the ones found claimed, no longer

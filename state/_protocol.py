@@ -13,6 +13,8 @@ from ._records import (
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
+    Nudge,
+    NudgeKind,
     RunClaim,
     RunRecord,
     ThreadLease,
@@ -123,6 +125,35 @@ class InteractionStore(Protocol):
 
     async def due_interactions(self, now: float, *, limit: int = 100) -> list[InteractionRecord]:
         """Pending interactions whose `expires_at <= now`, oldest first."""
+
+    async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
+        """Pending, unexpired approvals whose reminder (or, once reminded, escalation) is due at
+        `now`, soonest due first. Due times are fixed when the record is added (`nudge_times`:
+        `created_at + remind_after`, and `escalation_delay` after that), kept when a pending
+        record is added again, and never listed again once fired."""
+
+    async def mark_nudged(
+        self, interaction_id: str, kind: NudgeKind, *, now: float
+    ) -> InteractionClaim:
+        """Atomically record that the interaction's reminder (`reminded_at`) or escalation
+        (`escalated_at`) fired at `now` (one round trip).
+
+        Won exactly once per kind: only while the interaction is pending with `expires_at > now`,
+        its `kind` is due by `now`, not fired before, and for an escalation only after the
+        reminder. The record comes back as stored.
+        """
+
+    async def withdraw_answer(
+        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        """Atomically take back an answer that no longer counts (its approver lost the right to
+        approve before the run resumed): the interaction goes back to `pending` (its answer,
+        `answered_by` and `answered_at` cleared; its expiry and nudges as before) and `audit` is
+        written, in one step.
+
+        Won only when the interaction is `answered` by `answered_by`, belongs to `run_id`, and
+        that run is still `paused` and unclaimed: an answer the run has resumed with is final.
+        """
 
     async def pending_count(self) -> int:
         """How many interactions wait for an answer (one cheap read, for the metrics)."""

@@ -17,6 +17,8 @@ __all__ = [
     "InteractionRecord",
     "InteractionStatus",
     "NestedRun",
+    "Nudge",
+    "NudgeKind",
     "PendingCall",
     "PendingInteraction",
     "RunClaim",
@@ -42,7 +44,12 @@ AuditAction = Literal[
     "stopped",
     "granted",
     "revoked",
+    "reminded",
+    "escalated",
+    "withdrawn",
 ]
+NudgeKind = Literal["reminder", "escalation"]
+"""What an unanswered approval is due for: its one reminder, then its one escalation."""
 
 
 @dataclass(kw_only=True)
@@ -197,6 +204,12 @@ class InteractionRecord:
     """Approvals counted so far, in the order they came, by distinct people: an interaction
     that needs several (`answer_and_claim(needed=...)`) stays pending until the last. Kept
     after it closes, so the card can name every approver."""
+    reminded_at: float | None = None
+    """When its approvers were reminded (`Approval.remind_after`); set once, by the store's
+    `mark_nudged`, never by whoever adds the record."""
+    escalated_at: float | None = None
+    """When its rule's `escalate_to` was added to who may approve it; set once, like
+    `reminded_at`, and only after it."""
 
 
 @dataclass(kw_only=True)
@@ -206,6 +219,17 @@ class InteractionClaim:
     won: bool
     record: InteractionRecord | None
     """The record as stored after the attempt; None when no such interaction exists."""
+
+
+@dataclass(kw_only=True)
+class Nudge:
+    """An unanswered approval whose reminder or escalation is due (`due_nudges`)."""
+
+    kind: NudgeKind
+    due_at: float
+    """Unix seconds it was due at: `created_at + remind_after` for the reminder, and the
+    escalation `escalation_delay` seconds after that."""
+    record: InteractionRecord
 
 
 @dataclass(kw_only=True)

@@ -55,12 +55,15 @@ from ._keys import (
     RedisKeys,
     interaction_ttl,
 )
+from ._nudges import NUDGE_KINDS, next_nudge, nudge_times, unfired
 from ._records import (
     AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
+    Nudge,
+    NudgeKind,
     RunClaim,
     RunRecord,
     ThreadStop,
@@ -242,23 +245,48 @@ end
 return {0, v[1], v[3]}
 """
 
-# KEYS: due, then (interaction, run index) per record; ARGV: seven values per record.
-_ADD_INTERACTIONS = """
+# Puts a pending approval in `nudges` under when its next nudge is due (the reminder until it
+# fired, then the escalation), or takes it out when nothing is left to fire.
+_SCHEDULE = """
+local function schedule(ix, nudges, id)
+  local v = redis.call('HMGET', ix, 'status', 'remind_at', 'escalate_at', 'reminded_at',
+                       'escalated_at')
+  local at = false
+  if v[1] == 'pending' then
+    if not v[4] then at = v[2] elseif not v[5] then at = v[3] end
+  end
+  if at then redis.call('ZADD', nudges, at, id) else redis.call('ZREM', nudges, id) end
+end
+"""
+
+# KEYS: due, nudges, then (interaction, run index) per record; ARGV: nine values per record.
+# A pending record added again (a run paused again on it) keeps the reminder and escalation it
+# already had: they fire once per request, not once per pause.
+_ADD_INTERACTIONS = (
+    _SCHEDULE
+    + """
 local added = 0
-for i = 0, (#KEYS - 1) / 2 - 1 do
-  local ix, runix, a = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 7 * i
+for i = 0, (#KEYS - 2) / 2 - 1 do
+  local ix, runix, a = KEYS[3 + 2 * i], KEYS[4 + 2 * i], 9 * i
   local id, status, exp = ARGV[a + 1], ARGV[a + 3], ARGV[a + 4]
   local current = redis.call('HGET', ix, 'status')
   if not current or current == 'pending' then
+    local fired = {}
+    if current then fired = redis.call('HMGET', ix, 'reminded_at', 'escalated_at') end
     redis.call('DEL', ix)
     redis.call('HSET', ix, 'rec', ARGV[a + 2], 'status', status, 'expires_at', exp,
                'run_id', ARGV[a + 7])
+    if ARGV[a + 8] ~= '' then redis.call('HSET', ix, 'remind_at', ARGV[a + 8]) end
+    if ARGV[a + 9] ~= '' then redis.call('HSET', ix, 'escalate_at', ARGV[a + 9]) end
+    if fired[1] then redis.call('HSET', ix, 'reminded_at', fired[1]) end
+    if fired[2] then redis.call('HSET', ix, 'escalated_at', fired[2]) end
     redis.call('EXPIRE', ix, ARGV[a + 5])
     if status == 'pending' then
       redis.call('ZADD', KEYS[1], exp, id)
     else
       redis.call('ZREM', KEYS[1], id)
     end
+    schedule(ix, KEYS[2], id)
     redis.call('ZADD', runix, 'NX', redis.call('ZCARD', runix), id)
     redis.call('EXPIRE', runix, ARGV[a + 6])
     added = added + 1
@@ -266,6 +294,7 @@ for i = 0, (#KEYS - 1) / 2 - 1 do
 end
 return added
 """
+)
 
 _SET_MESSAGE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -416,6 +445,58 @@ return {won, read_ix(KEYS[1])}
 """
 )
 
+# KEYS: interaction, nudges; ARGV: id, kind, now. Fires a nudge once: only while the interaction
+# is pending and unexpired, the nudge due and not fired yet, and an escalation only after the
+# reminder.
+_MARK_NUDGED = (
+    _READ_IX
+    + _SCHEDULE
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'remind_at', 'escalate_at',
+                     'reminded_at', 'escalated_at')
+if not v[1] then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return {0}
+end
+local now, exp, won = tonumber(ARGV[3]), tonumber(v[2]), 0
+if v[1] == 'pending' and exp and exp > now then
+  if ARGV[2] == 'reminder' then
+    if v[3] and not v[5] and tonumber(v[3]) <= now then
+      redis.call('HSET', KEYS[1], 'reminded_at', ARGV[3])
+      won = 1
+    end
+  elseif v[4] and v[5] and not v[6] and tonumber(v[4]) <= now then
+    redis.call('HSET', KEYS[1], 'escalated_at', ARGV[3])
+    won = 1
+  end
+end
+schedule(KEYS[1], KEYS[2], ARGV[1])
+return {won, read_ix(KEYS[1])}
+"""
+)
+
+# KEYS: interaction, due, nudges, run, audit; ARGV: id, answered_by, run id, audit entry, audit
+# cap. An answer goes back to pending only while the run it would resume is paused and unclaimed.
+_WITHDRAW = (
+    _READ_IX
+    + _SCHEDULE
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'answered_by', 'run_id', 'expires_at')
+if not v[1] then return {0} end
+local r = redis.call('HMGET', KEYS[4], 'status', 'resumed_by')
+if v[1] ~= 'answered' or v[2] ~= ARGV[2] or v[3] ~= ARGV[3] or r[1] ~= 'paused' or r[2] then
+  return {0, read_ix(KEYS[1])}
+end
+redis.call('HSET', KEYS[1], 'status', 'pending')
+redis.call('HDEL', KEYS[1], 'answer', 'answered_by', 'answered_at')
+redis.call('ZADD', KEYS[2], v[4], ARGV[1])
+schedule(KEYS[1], KEYS[3], ARGV[1])
+redis.call('LPUSH', KEYS[5], ARGV[4])
+redis.call('LTRIM', KEYS[5], 0, ARGV[5] - 1)
+return {1, read_ix(KEYS[1])}
+"""
+)
+
 # The scripts below read keys an index names. Every key a script touches is passed in KEYS (on a
 # cluster they must be, and in one slot), so the index is read first, in a call of its own.
 
@@ -447,6 +528,25 @@ for i = 2, #KEYS do
   local v = read_ix(KEYS[i])
   if v[1] then
     out[#out + 1] = ARGV[i - 1]; out[#out + 1] = v
+  else
+    redis.call('ZREM', KEYS[1], ARGV[i - 1])
+  end
+end
+return out
+"""
+)
+
+# KEYS: nudges, then the interactions; ARGV: their ids. Each pending one with its nudge times;
+# members answered, closed or gone are dropped from `nudges` on the way.
+_NUDGES_READ = (
+    _READ_IX
+    + """
+local out = {}
+for i = 2, #KEYS do
+  local v = read_ix(KEYS[i])
+  if v[1] and v[2] == 'pending' then
+    out[#out + 1] = ARGV[i - 1]; out[#out + 1] = v
+    out[#out + 1] = redis.call('HMGET', KEYS[i], 'remind_at', 'escalate_at')
   else
     redis.call('ZREM', KEYS[1], ARGV[i - 1])
   end
@@ -545,6 +645,9 @@ class RedisStore(RedisInbox, RedisGrants):
         self._answer = client.register_script(_ANSWER)
         self._answer_and_claim = client.register_script(_ANSWER_AND_CLAIM)
         self._close = client.register_script(_CLOSE)
+        self._mark_nudged = client.register_script(_MARK_NUDGED)
+        self._withdraw = client.register_script(_WITHDRAW)
+        self._nudges_read = client.register_script(_NUDGES_READ)
         self._hmget_many = client.register_script(_HMGET_MANY)
         self._due_read = client.register_script(_DUE_READ)
         self._runs_read = client.register_script(_RUNS_READ)
@@ -739,10 +842,12 @@ class RedisStore(RedisInbox, RedisGrants):
         if not records:
             return
         now = time.time()
-        keys = [self._keys.due]
+        keys = [self._keys.due, self._keys.nudges]
         args: list[str | bytes | int] = []
         for record in records:
             check_interaction_times(record)
+            record = unfired(record)
+            remind_at, escalate_at = nudge_times(record)
             keys += [
                 self._keys.interaction(record.interaction_id),
                 self._keys.run_interactions(record.run_id),
@@ -756,6 +861,8 @@ class RedisStore(RedisInbox, RedisGrants):
                 ttl,
                 max(ttl, RUN_TTL),
                 record.run_id,
+                "" if remind_at is None else repr(remind_at),
+                "" if escalate_at is None else repr(escalate_at),
             ]
         await self._send(self._add(keys=keys, args=args, client=self._live()))
 
@@ -955,6 +1062,74 @@ class RedisStore(RedisInbox, RedisGrants):
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
 
+    async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
+        check_now(now)
+        if limit <= 0:
+            return []
+        found: list[Nudge] = []
+        offset = 0
+        # Members past their expiry stay in `nudges` until the expiry sweep closes them; they
+        # are skipped here, so a page may hold fewer than `limit` due ones.
+        while len(found) < limit:
+            page = self._live().zrangebyscore(
+                self._keys.nudges, "-inf", repr(float(now)), offset, limit
+            )
+            ids = [text(i) for i in await self._send(page)]
+            if not ids:
+                break
+            offset += len(ids)
+            reply = await self._send(
+                self._nudges_read(
+                    keys=[self._keys.nudges, *(self._keys.interaction(i) for i in ids)],
+                    args=ids,
+                    client=self._live(),
+                )
+            )
+            # Dropped members shift the ones after them: read again from where they were.
+            offset -= len(ids) - len(reply) // 3
+            for i in range(0, len(reply), 3):
+                record = self._decode_ix(text(reply[i]), reply[i + 1])
+                remind_at, escalate_at = (_time(value) for value in reply[i + 2])
+                nudge = next_nudge(record, remind_at, escalate_at, now)
+                if nudge is not None:
+                    found.append(nudge)
+            if len(ids) < limit:
+                break
+        return found[:limit]
+
+    async def mark_nudged(
+        self, interaction_id: str, kind: NudgeKind, *, now: float
+    ) -> InteractionClaim:
+        if kind not in NUDGE_KINDS:
+            raise ValueError(f"{kind!r} is not a nudge (reminder or escalation)")
+        check_now(now)
+        reply = await self._send(
+            self._mark_nudged(
+                keys=[self._keys.interaction(interaction_id), self._keys.nudges],
+                args=[interaction_id, kind, repr(float(now))],
+                client=self._live(),
+            )
+        )
+        return self._interaction_claim(interaction_id, reply)
+
+    async def withdraw_answer(
+        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        reply = await self._send(
+            self._withdraw(
+                keys=[
+                    self._keys.interaction(interaction_id),
+                    self._keys.due,
+                    self._keys.nudges,
+                    self._keys.run(run_id),
+                    self._keys.audit,
+                ],
+                args=[interaction_id, answered_by, run_id, encode_audit(audit), AUDIT_CAP],
+                client=self._live(),
+            )
+        )
+        return self._interaction_claim(interaction_id, reply)
+
     async def pending_count(self) -> int:
         """ZCARD of `due`: an answer or a close removes the interaction from it."""
         return int(await self._send(self._live().zcard(self._keys.due)))
@@ -1117,6 +1292,10 @@ class RedisStore(RedisInbox, RedisGrants):
         key = self._keys.audit
         values = await self._send(self._live().lrange(key, 0, limit - 1))
         return [decode_audit(value, key=f"{key}[{index}]") for index, value in enumerate(values)]
+
+
+def _time(value: Any) -> float | None:
+    return None if value is None else float(text(value))
 
 
 def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:

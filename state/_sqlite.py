@@ -54,12 +54,15 @@ from ._keys import (
     THREAD_TTL,
     interaction_ttl,
 )
+from ._nudges import NUDGE_KINDS, next_nudge, nudge_times, unfired
 from ._records import (
     AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
+    Nudge,
+    NudgeKind,
     RunClaim,
     RunRecord,
     ThreadStop,
@@ -117,7 +120,11 @@ CREATE TABLE IF NOT EXISTS interactions (
     channel TEXT,
     message_ts TEXT,
     keep_until REAL NOT NULL,
-    votes TEXT
+    votes TEXT,
+    remind_at REAL,
+    escalate_at REAL,
+    reminded_at REAL,
+    escalated_at REAL
 );
 CREATE INDEX IF NOT EXISTS interactions_due
     ON interactions (expires_at, interaction_id) WHERE status = 'pending';
@@ -185,6 +192,15 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 """
 
+_NUDGE_COLUMNS = ("remind_at", "escalate_at", "reminded_at", "escalated_at")
+"""Columns of `interactions` added after the table first shipped: a file created before them
+gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL for the rows it holds: no nudges)."""
+
+_NUDGE_INDEX = """
+CREATE INDEX IF NOT EXISTS interactions_nudges
+    ON interactions (remind_at, escalate_at) WHERE status = 'pending' AND remind_at IS NOT NULL
+"""
+
 _PRUNED = (
     "runs",
     "transcript_logs",
@@ -249,12 +265,17 @@ ORDER BY pos
 _IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
 _SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
 
+# A pending record added again keeps `reminded_at` and `escalated_at`: a request's nudges fire
+# once, however often its run pauses on it.
 _UPSERT_IX = """
-INSERT INTO interactions (interaction_id, run_id, rec, status, expires_at, keep_until)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO interactions (
+    interaction_id, run_id, rec, status, expires_at, keep_until, remind_at, escalate_at
+)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (interaction_id) DO UPDATE SET
     run_id = excluded.run_id, rec = excluded.rec, status = excluded.status,
     expires_at = excluded.expires_at, keep_until = excluded.keep_until,
+    remind_at = excluded.remind_at, escalate_at = excluded.escalate_at,
     answer = NULL, answered_by = NULL, answered_at = NULL, channel = NULL, message_ts = NULL,
     votes = NULL
 WHERE interactions.status = 'pending'
@@ -276,6 +297,39 @@ RETURNING {_IX_COLUMNS}
 _CLOSE = f"""
 UPDATE interactions SET status = ?, answered_at = ?
 WHERE interaction_id = ? AND status = 'pending'
+RETURNING {_IX_COLUMNS}
+"""
+
+_NUDGES = f"""
+SELECT {_IX_COLUMNS}, remind_at, escalate_at FROM interactions
+WHERE status = 'pending' AND remind_at IS NOT NULL AND expires_at > ? AND (
+    (reminded_at IS NULL AND remind_at <= ?)
+    OR (reminded_at IS NOT NULL AND escalated_at IS NULL AND escalate_at <= ?)
+)
+ORDER BY CASE WHEN reminded_at IS NULL THEN remind_at ELSE escalate_at END, interaction_id
+LIMIT ?
+"""
+
+_MARK_REMINDED = f"""
+UPDATE interactions SET reminded_at = ?
+WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
+    AND reminded_at IS NULL AND remind_at <= ?
+RETURNING {_IX_COLUMNS}
+"""
+
+_MARK_ESCALATED = f"""
+UPDATE interactions SET escalated_at = ?
+WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
+    AND reminded_at IS NOT NULL AND escalated_at IS NULL AND escalate_at <= ?
+RETURNING {_IX_COLUMNS}
+"""
+
+_WITHDRAW = f"""
+UPDATE interactions SET status = 'pending', answer = NULL, answered_by = NULL, answered_at = NULL
+WHERE interaction_id = ? AND status = 'answered' AND answered_by = ? AND run_id = ?
+    AND EXISTS (
+        SELECT 1 FROM runs WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL
+    )
 RETURNING {_IX_COLUMNS}
 """
 
@@ -497,6 +551,14 @@ def _vote(
     return "last", pydantic_core.to_json({**ballot.answer, "approvers": users}).decode()
 
 
+def _add_nudge_columns(conn: sqlite3.Connection) -> None:
+    have = {row[1] for row in conn.execute("PRAGMA table_info(interactions)")}
+    for column in _NUDGE_COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE interactions ADD COLUMN {column} REAL")
+    conn.execute(_NUDGE_INDEX)
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode, waiting as long as any write would for a busy file.
 
@@ -568,6 +630,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         schema = (_SCHEMA + INBOX_SCHEMA + GRANT_SCHEMA).split(";")
         _transaction(conn, lambda: [conn.execute(s) for s in schema if s.strip()])
         _transaction(conn, partial(_add_columns, conn))
+        _transaction(conn, lambda: _add_nudge_columns(conn))
         self._prune(time.time())
 
     def _prune(self, now: float) -> None:
@@ -697,6 +760,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         rows = []
         for record in records:
             check_interaction_times(record)
+            record = unfired(record)
             keep_until = now + interaction_ttl(record.expires_at, now)
             rows.append(
                 (
@@ -707,6 +771,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
                         record.status,
                         record.expires_at,
                         keep_until,
+                        *nudge_times(record),
                     ),
                     (record.run_id, record.interaction_id, max(keep_until, now + RUN_TTL)),
                 )
@@ -864,6 +929,46 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
             return conn.execute(_DUE, (now, limit)).fetchall()
 
         return [_decode_ix(row) for row in await self._call(due)]
+
+    async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
+        check_now(now)
+        if limit <= 0:
+            return []
+        params = (now, now, now, limit)
+        rows = await self._call(lambda conn: conn.execute(_NUDGES, params).fetchall())
+        found = []
+        for row in rows:
+            *ix, remind_at, escalate_at = row
+            nudge = next_nudge(_decode_ix(tuple(ix)), remind_at, escalate_at, now)
+            if nudge is not None:
+                found.append(nudge)
+        return found
+
+    async def mark_nudged(
+        self, interaction_id: str, kind: NudgeKind, *, now: float
+    ) -> InteractionClaim:
+        if kind not in NUDGE_KINDS:
+            raise ValueError(f"{kind!r} is not a nudge (reminder or escalation)")
+        check_now(now)
+        update = _MARK_REMINDED if kind == "reminder" else _MARK_ESCALATED
+        params = (now, interaction_id, now, now)
+        return await self._claim_interaction(interaction_id, update, params)
+
+    async def withdraw_answer(
+        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        params = (interaction_id, answered_by, run_id, run_id)
+        entry = encode_audit(audit).decode()
+
+        def withdraw(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            rows = conn.execute(_WITHDRAW, params).fetchall()
+            if not rows:
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+            _append_audit(conn, entry)
+            return True, rows[0]
+
+        won, row = await self._call(lambda conn: _transaction(conn, partial(withdraw, conn)))
+        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
 
     async def pending_count(self) -> int:
         """Counted on the partial index of pending interactions."""

@@ -170,6 +170,10 @@ class WebApi:
 
     async def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
+        user = str(args.get("channel") or "")
+        if user in ws.users and not ws.users[user].is_bot:
+            # As in Slack, a user id posts in the app's direct message with that person.
+            args = {**args, "channel": ws.dm_channel(user)}
         channel = self._channel_arg(args)
         text, blocks = _text_and_blocks(args)
         thread_ts = _thread_ts(args)

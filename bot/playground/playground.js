@@ -79,6 +79,7 @@
     warning: "⚠️", no_entry: "⛔", thinking_face: "🤔", robot_face: "🤖", tada: "🎉",
     speech_balloon: "💬", question: "❓", lock: "🔒", stopwatch: "⏱️", memo: "📝",
     no_entry_sign: "🚫", clock1: "🕐", alarm_clock: "⏰", arrows_counterclockwise: "🔄",
+    bell: "🔔", arrow_up: "⬆️",
   };
 
 

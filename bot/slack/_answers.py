@@ -38,7 +38,7 @@ from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
 from ._home import NOT_IN_HOME, Home
-from ._policy import AnswerPolicy, GroupMembers
+from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._worker import Work
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck", "user_and_channel"]
@@ -87,6 +87,7 @@ class Answers:
         members: GroupMembers,
         expire: Expire,
         clock: Callable[[], float] = time.time,
+        fresh_members: GroupMembers | None = None,
         home: Home | None = None,
     ) -> None:
         self.store = store
@@ -94,6 +95,9 @@ class Answers:
         self.conversations = conversations
         self.policy = policy
         self.members = members
+        self.fresh_members = fresh_members or members
+        """User groups read without a cache: approvals are checked against them again just
+        before a run resumes (`members` may be a minute old)."""
         self.expire = expire
         self.clock = clock
         self.home = home
@@ -467,13 +471,18 @@ class Answers:
         try:
             needed = _votes_needed(record, answer)
         except Refusal as error:
+            refusal: str | None = str(error)
+        else:
+            refusal = await self._refusal_now(record, user=user, answer=answer)
+        if refusal is not None:
             await self._refuse(
                 user=user,
                 channel=record.channel,
                 thread_ts=record.thread_ts,
-                reason=str(error),
+                reason=refusal,
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
+                home=home,
             )
             return
         if needed > 1:
@@ -556,6 +565,61 @@ class Answers:
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
         )
+
+    # ------------------------------------------------- approvals checked again
+
+    async def _refusal_now(
+        self, record: InteractionRecord, *, user: str, answer: Any
+    ) -> str | None:
+        """The policy once more for an approval about to be claimed, with user groups read
+        fresh: the click was checked against a cached membership, and this claim may resume
+        the run at once. None for anything that is not a pending approval."""
+        if record.kind != "approval" or record.status != "pending":
+            return None
+        denying = not _approves(answer)
+        return await self.policy.refusal(record, user, self.fresh_members, denying=denying)
+
+    async def _withdraw_unallowed(self, records: list[InteractionRecord]) -> bool:
+        """Check every approval a run would resume with against the policy as it is now (user
+        groups read fresh); each that no longer counts is withdrawn in the store (back to
+        pending, audited, only while the run is unclaimed) and its card reopened with a note.
+        True when any did not count: the run then stays paused, waiting for another approval."""
+        refused = False
+        members = read_once(self.fresh_members)
+        for record in records:
+            reason = await self.policy.withdrawal_reason(record, members)
+            if reason is None or record.answered_by is None:
+                continue
+            refused = True
+            claim = await self.store.withdraw_answer(
+                record.interaction_id,
+                answered_by=record.answered_by,
+                run_id=record.run_id,
+                audit=AuditEntry(
+                    at=self.clock(),
+                    action="withdrawn",
+                    interaction_id=record.interaction_id,
+                    run_id=record.run_id,
+                    user=record.answered_by,
+                    detail=reason,
+                ),
+            )
+            if not claim.won or claim.record is None:
+                continue
+            log.info("withdrew %s's approval of %s: %s", record.answered_by, record.run_id, reason)
+            reopened = claim.record
+            if reopened.channel and reopened.message_ts:
+                note = (
+                    f":warning: {blocks.approver_mentions([record.answered_by])}'s approval was "
+                    f"withdrawn: {reason}. It needs another approval."
+                )
+                card = blocks.with_note(blocks.render_card(reopened), note)
+                await self.chat.update(
+                    reopened.channel, reopened.message_ts, card["text"], blocks=card["blocks"]
+                )
+            if self.conversations.home_changed is not None:
+                self.conversations.home_changed([reopened])  # it waits on its approvers again
+        return refused
 
     async def _claim(
         self,
@@ -661,6 +725,8 @@ class Answers:
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status != "answered" for record in records):
             return False
+        if await self._withdraw_unallowed(records):
+            return False
         await self.conversations.resume(
             run_id=run_id,
             answers={record.interaction_id: record.answer for record in records},
@@ -727,6 +793,8 @@ class Answers:
             return False  # Another agent's run in a shared store is that agent's to resume.
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status == "pending" for record in records):
+            return False
+        if await self._withdraw_unallowed(records):
             return False
         log.info("recovering run %s: every answer is in, but it was never resumed", run_id)
         answers: dict[str, Any] = {}

@@ -43,7 +43,8 @@ from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
 from ._home import Home
-from ._policy import AnswerPolicy, GroupMembers, slack_group_members
+from ._nudges import Nudges
+from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
 from ._tasks import Background
 from ._verify import (
@@ -146,6 +147,9 @@ class SlackBot:
             answerers=tuple(settings.handback_answerers),
             allow_self_approval=settings.handback_allow_self_approval,
         )
+        # Injected members (tests) are read as given; Slack's are cached for clicks, and read
+        # fresh when a resume checks its approvals again.
+        fresh = members or fresh_group_members(self.client)
         members = members or slack_group_members(self.client)
         self.conversations = Conversations(
             agent=agent,
@@ -157,11 +161,13 @@ class SlackBot:
             members=members,
             lease_ttl=settings.handback_thread_lease_ttl,
         )
+        nudges = Nudges(store=store, chat=self.chat, policy=self.policy, clock=clock)
         self.sweeper = Sweeper(
             store=store,
             conversations=self.conversations,
             interval=settings.handback_sweep_interval,
             clock=clock,
+            nudges=nudges,
         )
         self.home = Home(
             store=store,
@@ -173,12 +179,14 @@ class SlackBot:
             clock=clock,
         )
         self.conversations.home_changed = self.home.changed
+        nudges.changed = self.home.changed
         self.answers = Answers(
             store=store,
             chat=self.chat,
             conversations=self.conversations,
             policy=self.policy,
             members=members,
+            fresh_members=fresh,
             expire=self._expire_later,
             clock=clock,
             home=self.home,

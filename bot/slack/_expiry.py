@@ -1,4 +1,5 @@
-"""Expiring interactions nobody answered in time: the card says so and the run is cancelled."""
+"""Expiring interactions nobody answered in time: the card says so and the run is cancelled.
+The same periodic sweep fires due reminders and escalations (`Nudges`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from state import AuditEntry, InteractionRecord, Store
 
 from .. import Cancel
 from ._conversation import Conversations, Thread
+from ._nudges import Nudges
 from ._worker import derived_run_id
 
 __all__ = ["EXPIRED_REASON", "Sweeper"]
@@ -31,6 +33,7 @@ class Sweeper:
         interval: float,
         clock: Callable[[], float] = time.time,
         recover: Callable[[], Awaitable[int]] | None = None,
+        nudges: Nudges | None = None,
     ) -> None:
         self.store = store
         self.conversations = conversations
@@ -38,6 +41,9 @@ class Sweeper:
         self.clock = clock
         self.recover = recover
         """Queues the resume of settled runs (`Answers.recover`); run after each sweep."""
+        self.nudges = nudges
+        """Fires due reminders and escalations, after the expiries of each sweep (so nothing
+        is nudged that expired meanwhile)."""
 
     async def expire(self, record: InteractionRecord) -> bool:
         """Expire one interaction (once, atomically) and cancel its run; False if it was not
@@ -74,7 +80,8 @@ class Sweeper:
         return True
 
     async def sweep(self) -> int:
-        """One pass over the interactions due now; how many were expired."""
+        """One pass over the interactions due now; how many were expired, reminded or
+        escalated."""
         expired = 0
         for record in await self.store.due_interactions(self.clock()):
             try:
@@ -82,10 +89,12 @@ class Sweeper:
                     expired += 1
             except Exception:
                 log.exception("could not expire interaction %s", record.interaction_id)
+        if self.nudges is not None:
+            expired += await self.nudges.sweep()
         return expired
 
     async def run_until_idle(self) -> int:
-        """Sweep until nothing is due; the total expired."""
+        """Sweep until nothing is due; the total expired, reminded or escalated."""
         total = 0
         while count := await self.sweep():
             total += count

@@ -35,7 +35,9 @@ __all__ = [
     "AnswerPolicy",
     "GroupLookupFailed",
     "GroupMembers",
+    "fresh_group_members",
     "is_member",
+    "read_once",
     "slack_group_members",
 ]
 
@@ -57,20 +59,47 @@ def slack_group_members(client: AsyncWebClient, *, ttl: float = 60.0) -> GroupMe
         hit = cache.get(group_id)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        try:
-            response = await client.usergroups_users_list(usergroup=group_id)
-        except SlackApiError as error:
-            reason = str(error.response.get("error") or "an error")
-            log.warning("cannot list user group %s: %s", group_id, reason)
-            raise GroupLookupFailed(f"Slack said `{reason}`") from None
-        except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning("cannot list user group %s: %r", group_id, error)
-            raise GroupLookupFailed("Slack did not answer") from None
-        found = frozenset(str(user) for user in response.get("users") or [])
+        found = await _list_members(client, group_id)
         cache[group_id] = (time.monotonic() + ttl, found)
         return found
 
     return members
+
+
+def fresh_group_members(client: AsyncWebClient) -> GroupMembers:
+    """Members of a user group as Slack lists them now, never from a cache: what a resume
+    checks approvals against, since someone may have left the group since they clicked."""
+
+    async def members(group_id: str) -> frozenset[str]:
+        return await _list_members(client, group_id)
+
+    return members
+
+
+def read_once(members: GroupMembers) -> GroupMembers:
+    """`members`, each group read at most once through the result (a failure is not kept): one
+    check of several approvals against fresh membership asks Slack once per group."""
+    seen: dict[str, frozenset[str]] = {}
+
+    async def once(group_id: str) -> frozenset[str]:
+        if group_id not in seen:
+            seen[group_id] = await members(group_id)
+        return seen[group_id]
+
+    return once
+
+
+async def _list_members(client: AsyncWebClient, group_id: str) -> frozenset[str]:
+    try:
+        response = await client.usergroups_users_list(usergroup=group_id)
+    except SlackApiError as error:
+        reason = str(error.response.get("error") or "an error")
+        log.warning("cannot list user group %s: %s", group_id, reason)
+        raise GroupLookupFailed(f"Slack said `{reason}`") from None
+    except (aiohttp.ClientError, TimeoutError) as error:
+        log.warning("cannot list user group %s: %r", group_id, error)
+        raise GroupLookupFailed("Slack did not answer") from None
+    return frozenset(str(user) for user in response.get("users") or [])
 
 
 @dataclass(kw_only=True)
@@ -104,13 +133,46 @@ class AnswerPolicy:
 
     def approvers_of(self, record: InteractionRecord) -> tuple[str, ...]:
         """Who may approve `record` (empty: anyone): the rule's list when it names one, else
-        the tool's list from the environment, else `approvers`. Raises `CorruptRecordError`
-        for a rule that does not read back."""
+        the tool's list from the environment, else `approvers`; and, once the store says the
+        request escalated (`escalated_at`), the rule's `escalate_to` as well. Raises
+        `CorruptRecordError` for a rule that does not read back."""
         rule = approval_of(record)
         if rule is not None and rule.approvers:
-            return tuple(rule.approvers)
-        tool = str(record.payload.get("tool", ""))
-        return self.tool_approvers.get(tool, self.approvers)
+            allowed = tuple(rule.approvers)
+        else:
+            tool = str(record.payload.get("tool", ""))
+            allowed = self.tool_approvers.get(tool, self.approvers)
+        # Before the escalation (or for a record whose rule escalates to nobody) the list stays
+        # as it is; an empty list already lets anyone approve, so adding to it would narrow it.
+        if allowed and rule is not None and record.escalated_at is not None:
+            allowed += tuple(entry for entry in rule.escalate_to if entry not in allowed)
+        return allowed
+
+    async def withdrawal_reason(
+        self, record: InteractionRecord, members: GroupMembers
+    ) -> str | None:
+        """Why the approval `record` holds no longer counts (said of its approver, for the
+        thread and the audit log), or None when it still does. `members` should read user
+        groups fresh: this is the check made again just before the run resumes."""
+        members = read_once(members)
+        user = record.answered_by
+        if record.kind != "approval" or record.status != "answered":
+            return None
+        if not _approves(record.answer):
+            return None  # A denial ends the request whoever gave it; there is nothing to undo.
+        if user is None:
+            return "nobody is named as its approver"
+        try:
+            allowed = self.approvers_of(record)
+            if allowed and not await _is_member(user, allowed, members):
+                return "no longer on the approvers list"
+        except CorruptRecordError:
+            return "its approval rule cannot be read"
+        except GroupLookupFailed as error:
+            # Failing closed: an approval that cannot be checked does not count.
+            return f"the approvers list could not be checked ({error})"
+        refusal = await self.refusal(record, user, members)
+        return None if refusal is None else "no longer allowed to approve it"
 
     async def _approval_refusal(
         self, record: InteractionRecord, user: str, members: GroupMembers, *, denying: bool
@@ -145,6 +207,12 @@ class AnswerPolicy:
         if allowed and not await _is_member(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."
         return None
+
+
+def _approves(answer: object) -> bool:
+    if isinstance(answer, dict):
+        return answer.get("approved") is True
+    return answer is True
 
 
 async def _is_member(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:

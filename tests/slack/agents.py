@@ -366,3 +366,69 @@ grant_agent = Agent(
 )
 """Deploys (behind an approval whose approver may grant the thread or the channel for an hour)
 for every message."""
+
+
+# Reminders, escalation and approvals checked again at resume (tests/slack/test_reminders.py).
+
+REMIND_RULE = Approval(
+    approvers=["S0OPS"], remind_after=300, escalate_to=["U0DAVE"], escalate_after=600
+)
+
+reminding_agent = Agent(
+    name="reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=REMIND_RULE)],
+)
+
+dm_reminding_agent = Agent(
+    name="dm_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["U0BOB", "S0OPS"], remind_after=300, escalate_to=["U0DAVE"]
+            ),
+        )
+    ],
+)
+
+
+def _deploy_api_and_web(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Two approvals pending at once: both deploys in one step."""
+    last = _last(messages)
+    if last["role"] == "tool":
+        results = [str(m["content"]) for m in messages if m["role"] == "tool"]
+        return "Tool said: " + "; ".join(results)
+    return [
+        {"name": "deploy", "arguments": {"service": "api", "environment": "prod"}},
+        {"name": "deploy", "arguments": {"service": "web", "environment": "prod"}},
+    ]
+
+
+group_approved_agent = Agent(
+    name="group_approved",
+    model=FunctionModel(_deploy_api_and_web),
+    tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"]))],
+)
+
+quick_reminding_agent = Agent(
+    name="quick_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["S0OPS"], remind_after=2, escalate_to=["U0DAVE"], escalate_after=2
+            ),
+        )
+    ],
+)
+"""Reminded after 2 s and escalated 2 s later, by the real clock of `handback run` processes."""
+
+unnamed_reminding_agent = Agent(
+    name="unnamed_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=Approval(remind_after=300))],
+)
+"""Names no approver (anyone in the channel but the requester may approve)."""

@@ -18,7 +18,9 @@ import redis
 import redis.asyncio as aioredis
 
 from state import (
+    Approval,
     AuditEntry,
+    Grant,
     InteractionRecord,
     RedisStore,
     SQLiteStore,
@@ -27,6 +29,7 @@ from state import (
     StoreError,
     ThreadLease,
     TurnClaim,
+    grant_id_for,
     open_store,
 )
 from state._keys import (
@@ -664,6 +667,11 @@ REDIS_CALLS: dict[str, RedisCall] = {
     ),
     "close_interaction": lambda s: s.close_interaction("ix-1", status="expired", now=time.time()),
     "due_interactions": lambda s: s.due_interactions(time.time()),
+    "due_nudges": lambda s: s.due_nudges(time.time()),
+    "mark_nudged": lambda s: s.mark_nudged("ix-1", "reminder", now=time.time()),
+    "withdraw_answer": lambda s: s.withdraw_answer(
+        "ix-1", answered_by="U1", run_id="run-1", audit=AuditEntry(at=1.0, action="withdrawn")
+    ),
     "settled_runs": lambda s: s.settled_runs(),
     "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
     "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
@@ -703,7 +711,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 20
+    assert len(scripts) == 29
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -754,6 +762,50 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert [item.item_id for item in await any_redis_store.take("worker-a")] == [item_id]
     assert await any_redis_store.extend("worker-a", [str(item_id)], lease=5) == [item_id]
     await any_redis_store.done(str(item_id))
+    await any_redis_store.save_run(make_run("run-5"))
+    rule = Approval(remind_after=1).to_json()
+    nudged = make_interaction(
+        "ix-5", run_id="run-5", kind="approval", payload={"tool": "t", "rule": rule}, created_at=1.0
+    )
+    await any_redis_store.add_interactions([nudged])
+    assert [n.kind for n in await any_redis_store.due_nudges(time.time())] == ["reminder"]
+    assert (await any_redis_store.mark_nudged("ix-5", "reminder", now=time.time())).won
+    await any_redis_store.answer_interaction("ix-5", answer=True, answered_by="U", now=2.0)
+    withdrawn = await any_redis_store.withdraw_answer(
+        "ix-5", answered_by="U", run_id="run-5", audit=AuditEntry(at=3.0, action="withdrawn")
+    )
+    assert withdrawn.won
+    await any_redis_store.mark_home_opened("U1", ttl=60)
+    now = time.time()
+    await any_redis_store.add_interactions([make_interaction("ix-6", run_id="run-5")])
+    grant = Grant(
+        grant_id=grant_id_for("ix-5"),
+        tool="t",
+        scope="thread",
+        channel="C1",
+        thread_ts="1.1",
+        granted_by="U",
+        created_at=now,
+        expires_at=now + 60,
+        interaction_id="ix-5",
+        run_id="run-5",
+    )
+    assert await any_redis_store.add_grant(grant, audit=AuditEntry(at=now, action="granted"))
+    assert await any_redis_store.covering_grants("t", channel="C1", thread_ts="1.1", now=now)
+    assert await any_redis_store.active_grants(now=now)
+    under = await any_redis_store.answer_under_grant(
+        "ix-6",
+        grant_id=grant.grant_id,
+        answer=True,
+        answered_by="U",
+        now=now,
+        audit=AuditEntry(at=now, action="answered"),
+    )
+    assert under.won
+    revoked = await any_redis_store.revoke_grant(
+        grant.grant_id, by="U", now=now, audit=AuditEntry(at=now, action="revoked")
+    )
+    assert revoked.won
     assert all(script.sha != "0" * 40 for script in scripts)
 
 

@@ -1,0 +1,106 @@
+"""Approvals are checked at the click and again just before the run resumes, the second time
+with user groups read fresh from Slack: someone taken off the list in between does not count."""
+
+from __future__ import annotations
+
+from blocks import ACTION_APPROVE
+
+from . import agents
+from .conftest import ALICE, BOB, CAROL, BotFactory, Harness
+
+NOTE = f"<@{BOB}>'s approval was withdrawn: no longer on the approvers list"
+
+
+def shown(h: Harness, channel: str, ts: str) -> str:
+    message = h.slack.message(channel, ts)
+    assert message is not None
+    return str(message.blocks)
+
+
+async def test_an_approver_removed_before_the_resume_is_withdrawn(make_bot: BotFactory) -> None:
+    async with make_bot(agents.group_approved_agent) as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        api, web = h.cards(asked.ts)
+
+        await h.click(BOB, api.ts, ACTION_APPROVE)
+        assert "Approved" in shown(h, api.channel, api.ts)
+        # Bob leaves the group after his click (the bot's cached membership still has him).
+        h.slack.usergroups["S0OPS"] = [CAROL]
+        await h.click(CAROL, web.ts, ACTION_APPROVE)
+
+        assert agents.DEPLOYS == []
+        reopened = shown(h, api.channel, api.ts)
+        assert NOTE in reopened and ACTION_APPROVE in reopened
+        record = await h.store.get_interaction(h.interaction_id(api))
+        assert record is not None
+        assert (record.status, record.answered_by, record.answer) == ("pending", None, None)
+        run = await h.store.load_run(record.run_id)
+        assert run is not None and (run.status, run.resumed_by) == ("paused", None)
+        audit = [e for e in reversed(await h.store.recent_audit()) if e.action == "withdrawn"]
+        assert [(e.user, e.interaction_id) for e in audit] == [(BOB, record.interaction_id)]
+        assert "no longer on the approvers list" in audit[0].detail
+
+        # Bob cannot approve it again; carol, still on the list, can, and the run goes on.
+        await h.click(BOB, api.ts, ACTION_APPROVE)
+        assert "not on the list" in h.ephemerals(BOB)[-1]
+        assert agents.DEPLOYS == []
+        await h.click(CAROL, api.ts, ACTION_APPROVE)
+        assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
+        assert h.texts(asked.ts)[-1].startswith("Tool said: deployed")
+
+
+async def test_approvers_still_on_the_list_resume_at_once(make_bot: BotFactory) -> None:
+    async with make_bot(agents.group_approved_agent) as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        api, web = h.cards(asked.ts)
+        await h.click(BOB, api.ts, ACTION_APPROVE)
+        lookups = len(h.slack.calls_to("usergroups.users.list"))
+        await h.click(CAROL, web.ts, ACTION_APPROVE)
+        assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
+        # Carol's click was checked against the cache, then Slack was asked twice: for her
+        # claim, and once for the resume's check of both approvals.
+        assert len(h.slack.calls_to("usergroups.users.list")) == lookups + 2
+        assert "withdrawn" not in [e.action for e in await h.store.recent_audit()]
+
+
+async def test_the_click_is_checked_with_fresh_membership(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        first = await h.mention(ALICE, "deploy api to prod")
+        await h.click(BOB, h.card(first.ts).ts, ACTION_APPROVE)
+        assert len(agents.DEPLOYS) == 1  # and the bot has cached the group with bob in it
+
+        h.slack.usergroups["S0OPS"] = [CAROL]
+        second = await h.mention(ALICE, "deploy api to prod again")
+        card = h.card(second.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert len(agents.DEPLOYS) == 1
+        assert "not on the list" in h.ephemerals(BOB)[-1]
+        record = await h.store.get_interaction(h.interaction_id(card))
+        assert record is not None and record.status == "pending"
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert refused and refused[0].user == BOB
+
+        await h.click(CAROL, card.ts, ACTION_APPROVE)
+        assert len(agents.DEPLOYS) == 2
+
+
+async def test_recovery_checks_the_approvals_again_too(make_bot: BotFactory) -> None:
+    async with make_bot(agents.group_approved_agent) as h:
+        asked = await h.mention(ALICE, "deploy api and web")
+        api, web = h.cards(asked.ts)
+        # Both answers taken, then the process died before the resume (straight in the store).
+        for card, user in ((api, BOB), (web, CAROL)):
+            claim = await h.store.answer_interaction(
+                h.interaction_id(card), answer=True, answered_by=user, now=h.clock()
+            )
+            assert claim.won
+        h.slack.usergroups["S0OPS"] = [CAROL]
+
+        assert await h.bot.answers.recover() == 1
+        await h.bot.drain()
+        assert agents.DEPLOYS == []
+        assert NOTE in shown(h, api.channel, api.ts)
+        assert [e.user for e in await h.store.recent_audit() if e.action == "withdrawn"] == [BOB]
+
+        await h.click(CAROL, api.ts, ACTION_APPROVE)
+        assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
