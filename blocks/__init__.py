@@ -37,7 +37,7 @@ from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._grant import grant_given_line, grant_used_notice
-from ._home import HOME_BLOCK_LIMIT, Decision, GrantLine, grant_blocks, render_home
+from ._home import HOME_BLOCK_LIMIT, Decision, grant_blocks, render_home
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -52,6 +52,7 @@ from ._ids import (
     ACTION_MULTI,
     ACTION_OPTION,
     ACTION_PATTERN,
+    ACTION_REVOKE,
     ACTION_SELECT,
     ACTION_SUBMIT,
     CALLBACK_COMMAND_MODAL,
@@ -91,6 +92,7 @@ __all__ = [
     "ACTION_MULTI",
     "ACTION_OPTION",
     "ACTION_PATTERN",
+    "ACTION_REVOKE",
     "ACTION_SELECT",
     "ACTION_SUBMIT",
     "CALLBACK_COMMAND_MODAL",
@@ -109,7 +111,6 @@ __all__ = [
     "CommandOrigin",
     "CommandSubmission",
     "Decision",
-    "GrantLine",
     "InputValue",
     "InvalidAnswer",
     "Message",

@@ -12,20 +12,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from state import AuditEntry, GrantScope, InteractionRecord
+from state import AuditEntry, Grant, InteractionRecord
 
 from ._card import controls
-from ._ids import ACTION_MORE, parse_action_id
+from ._ids import ACTION_MORE, ACTION_REVOKE, block_id, parse_action_id
 from ._outcome import approval_outcome
 from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
-from ._text import cut_mrkdwn, date_token, inline_code, mention, slack_len
+from ._text import cut_mrkdwn, date_token, inline_code, mention, plain, slack_len
 
-__all__ = ["HOME_BLOCK_LIMIT", "Decision", "GrantLine", "grant_blocks", "render_home"]
+__all__ = ["HOME_BLOCK_LIMIT", "Decision", "grant_blocks", "render_home"]
 
 HOME_BLOCK_LIMIT: Final = 100
 """Slack refuses a Home view of more blocks than this."""
 
 _DECIDED_ROOM: Final = 12
+_GRANTS_SHOWN: Final = 8
+"""Grants listed with their Revoke button: with their header and a "more" line they stay
+within the room kept after the waiting requests."""
 """Blocks kept for the sections after the waiting requests (headers, lines, notices)."""
 _LINK_LIMIT: Final = 1000
 
@@ -37,19 +40,6 @@ class Decision:
 
     entry: AuditEntry
     record: InteractionRecord | None = None
-
-
-@dataclass(kw_only=True, frozen=True)
-class GrantLine:
-    """A standing grant someone gave, as their Home lists it: the grant store maps its own
-    records to these (`Home(grants=...)` in the app)."""
-
-    grant_id: str
-    tool: str
-    scope: GrantScope
-    channel: str
-    thread_ts: str | None = None
-    expires_at: float
 
 
 def _thread_link(base_url: str | None, channel: str, ts: str | None) -> str | None:
@@ -116,29 +106,40 @@ def _lines_section(lines: Sequence[str]) -> dict[str, Any]:
     return section(text)
 
 
-def grant_blocks(grants: Sequence[GrantLine]) -> list[dict[str, Any]]:
-    """The "grants you gave" part of Home: a header and one line per grant (tool, where, until
-    when), or a line saying there are none."""
+def grant_blocks(grants: Sequence[Grant]) -> list[dict[str, Any]]:
+    """The "grants you gave" part of Home: a header and one line per grant in force (tool,
+    where, until when) with a button that revokes it, or a line saying there are none."""
     blocks = [header("Standing grants you gave")]
     if not grants:
         return [*blocks, context("You have given no standing grants.")]
-    lines = []
-    for grant in grants:
+    shown = grants[:_GRANTS_SHOWN]
+    for grant in shown:
         where = (
             f"this thread of <#{grant.channel}>"
             if grant.scope == "thread"
             else f"<#{grant.channel}>"
         )
         tool = inline_code(grant.tool, 100)
-        lines.append(f"• {tool} in {where}, until {date_token(grant.expires_at)}")
-    return [*blocks, _lines_section(lines)]
+        revoke = {
+            "type": "button",
+            "action_id": ACTION_REVOKE,
+            "text": plain("Revoke", 75),
+            "value": grant.grant_id,
+            "style": "danger",
+        }
+        line = section(f"• {tool} in {where}, until {date_token(grant.expires_at)}")
+        blocks.append({**line, "block_id": block_id(grant.grant_id, "revoke"), "accessory": revoke})
+    if len(grants) > len(shown):
+        more = len(grants) - len(shown)
+        blocks.append(context(f"{more} more are in force; `handback grants` lists them all."))
+    return blocks
 
 
 def render_home(
     *,
     waiting: Sequence[InteractionRecord],
     decided: Sequence[Decision],
-    grants: Sequence[GrantLine] | None = None,
+    grants: Sequence[Grant] | None = None,
     notice: str | None = None,
     base_url: str | None = None,
 ) -> dict[str, Any]:

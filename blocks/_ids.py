@@ -26,6 +26,7 @@ __all__ = [
     "ACTION_MULTI",
     "ACTION_OPTION",
     "ACTION_PATTERN",
+    "ACTION_REVOKE",
     "ACTION_SELECT",
     "ACTION_SUBMIT",
     "CALLBACK_COMMAND_MODAL",
@@ -48,6 +49,7 @@ ActionName = Literal[
     "hb:deny_reason",
     "hb:edit",
     "hb:grant",
+    "hb:revoke",
     "hb:confirm",
     "hb:cancel",
     "hb:option",
@@ -68,6 +70,9 @@ ACTION_EDIT: Final = "hb:edit"
 ACTION_GRANT: Final = "hb:grant"
 """Approve and give a standing grant: `hb:grant:thread` or `hb:grant:channel`, the scope as the
 button's value (checked against the rule's `grants`)."""
+ACTION_REVOKE: Final = "hb:revoke"
+"""Revoke a standing grant from the Home tab of whoever gave it; its block id names the grant
+(`hb|<grant id>|revoke`), so the click is a reference checked against the stored grant."""
 ACTION_CONFIRM: Final = "hb:confirm"
 ACTION_CANCEL: Final = "hb:cancel"
 ACTION_OPTION: Final = "hb:option"

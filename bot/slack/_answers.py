@@ -37,6 +37,7 @@ from .._tool import ArgumentsError
 from ._chat import Chat
 from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
+from ._grants import revoke_grant
 from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._worker import Work
@@ -190,6 +191,9 @@ class Answers:
         record: InteractionRecord | None = None
         in_home = action.origin == "home"
         try:
+            if action.action == blocks.ACTION_REVOKE:
+                await self._revoke(action)
+                return
             if action.channel_id is None and not in_home:
                 # A card is always in a channel, and Slack says which (the payload's channel or
                 # its container); a click that does not cannot be checked against the card's.
@@ -234,6 +238,32 @@ class Answers:
                 run_id=record.run_id if record else None,
                 home=in_home,
             )
+
+    async def _revoke(self, action: CardAction) -> None:
+        """Revoke in someone's Home: the block id names a grant, checked against the stored one
+        (only whoever gave it may revoke it there; operators use `handback grants revoke`).
+        The revoke is atomic and audited in the store; the thread it covered is told, and the
+        view is drawn again saying what happened."""
+        user = action.user_id
+        if action.origin != "home" or self.home is None:
+            raise Refusal("A standing grant is revoked from the App Home of whoever gave it.")
+        grant = await self.store.get_grant(action.interaction_id)
+        if grant is None or grant.granted_by != user:
+            raise Refusal("This standing grant is not one you gave, so you cannot revoke it.")
+        claim = await revoke_grant(self.store, grant.grant_id, by=user, now=self.clock())
+        tool = blocks.escape(grant.tool)
+        where = "this thread" if grant.scope == "thread" else f"<#{grant.channel}>"
+        if not claim.won:
+            await self.home.publish(user, notice=f"Your grant for `{tool}` had already ended.")
+            return
+        if grant.thread_ts:
+            await self.chat.post(
+                grant.channel,
+                f"<@{user}> revoked the standing grant for `{tool}` in {where}: its next calls "
+                "ask for approval again.",
+                thread_ts=grant.thread_ts,
+            )
+        await self.home.publish(user, notice=f"Revoked your grant for `{tool}` in {where}.")
 
     async def _check_home(self, record: InteractionRecord, user: str, work: Work | None) -> None:
         """A click in App Home is taken only for a request Home would list for this person

@@ -13,24 +13,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import blocks
-from blocks import Decision, GrantLine
+from blocks import Decision
 from state import HOME_VIEWER_TTL, CorruptRecordError, InteractionRecord, Store
 
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupLookupFailed, GroupMembers, is_member
 from ._tasks import Background
 
-__all__ = ["NOT_IN_HOME", "GrantsOf", "Home", "home_refusal"]
+__all__ = ["NOT_IN_HOME", "Home", "home_refusal"]
 
 log = logging.getLogger("handback.slack")
-
-GrantsOf = Callable[[str], Awaitable[Sequence[GrantLine]]]
-"""The standing grants a person gave that are still in force, for their Home. The grant store
-provides it (`Home(grants=...)`); without one Home has no grants section."""
 
 NOT_IN_HOME: Final = (
     "This request is not one you can answer from App Home; answer it on its card in the thread."
@@ -83,7 +79,6 @@ class Home:
         tasks: Background,
         agent_name: str,
         clock: Callable[[], float] = time.time,
-        grants: GrantsOf | None = None,
         viewer_ttl: float = HOME_VIEWER_TTL,
     ) -> None:
         self.store = store
@@ -97,8 +92,6 @@ class Home:
         self.members = members
         self.tasks = tasks
         self.clock = clock
-        self.grants = grants
-        """Where the "grants you gave" section comes from (None: no section)."""
         self.viewer_ttl = viewer_ttl
         self._viewers: list[str] = []
         self._viewers_read = -_VIEWERS_FRESH
@@ -127,7 +120,7 @@ class Home:
     async def view_for(self, user: str, *, notice: str | None = None) -> dict[str, Any]:
         waiting = await self.waiting_on(user)
         decided = await self.decided_by(user)
-        grants = None if self.grants is None else list(await self.grants(user))
+        grants = await self.store.active_grants(now=self.clock(), granted_by=user, limit=50)
         return blocks.render_home(
             waiting=waiting,
             decided=decided,

@@ -11,14 +11,14 @@ import blocks
 from blocks import (
     ACTION_APPROVE,
     ACTION_MORE,
+    ACTION_REVOKE,
     ACTION_SELECT,
     Decision,
-    GrantLine,
     InvalidAnswer,
     parse_block_action,
     render_home,
 )
-from state import AuditEntry
+from state import AuditEntry, Grant
 
 from ._factory import CREATED, LONG, PING, WORLD, adversarial_records, approval, ask
 from ._slack import check_home_view
@@ -73,9 +73,7 @@ def test_hostile_payloads_render_safely_in_home(text: str) -> None:
         for record in records
     ]
     gone = [Decision(entry=AuditEntry(at=CREATED, action="answered", detail=text))] * 3
-    grants = [
-        GrantLine(grant_id="g", tool=text, scope="thread", channel="C0OPS", expires_at=CREATED)
-    ] * 30
+    grants = [_grant(f"g{n}", tool=text) for n in range(30)]
     view = render_home(waiting=records, decided=answered + gone, grants=grants, notice="Refused.")
     check_home_view(view)
 
@@ -102,21 +100,43 @@ def test_decisions_are_listed_with_their_request() -> None:
     assert "`int_gone`: true" in text
 
 
-def test_grant_lines_list_each_grant() -> None:
-    grants = [
-        GrantLine(
-            grant_id="g1", tool="deploy", scope="thread", channel="C0OPS", expires_at=CREATED
-        ),
-        GrantLine(
-            grant_id="g2", tool="restart", scope="channel", channel="C0WEB", expires_at=CREATED
-        ),
-    ]
+def _grant(grant_id: str, **fields: Any) -> Grant:
+    values: dict[str, Any] = {
+        "grant_id": grant_id,
+        "tool": "deploy",
+        "scope": "thread",
+        "channel": "C0OPS",
+        "thread_ts": "1.1",
+        "granted_by": "U0BOB",
+        "created_at": CREATED,
+        "expires_at": CREATED + 3600,
+        "interaction_id": f"int_{grant_id}",
+        "run_id": "run-1",
+    }
+    return Grant(**{**values, **fields})
+
+
+def test_grant_lines_list_each_grant_with_its_revoke_button() -> None:
+    grants = [_grant("g1"), _grant("g2", tool="restart", scope="channel", channel="C0WEB")]
     view = render_home(waiting=[], decided=[], grants=grants)
     check_home_view(view)
     text = _texts(view)
     assert "`deploy` in this thread of <#C0OPS>" in text
     assert "`restart` in <#C0WEB>" in text
+    revokes = [
+        b for b in view["blocks"] if b.get("accessory", {}).get("action_id") == ACTION_REVOKE
+    ]
+    assert [b["block_id"] for b in revokes] == ["hb|g1|revoke", "hb|g2|revoke"]
+    assert [b["accessory"]["value"] for b in revokes] == ["g1", "g2"]
     assert "no standing grants" in str(blocks.grant_blocks([]))
+
+
+def test_many_grants_list_the_first_ones_and_say_how_many_more() -> None:
+    view = render_home(waiting=[], decided=[], grants=[_grant(f"g{n}") for n in range(20)])
+    check_home_view(view)
+    revokes = [b for b in view["blocks"] if "accessory" in b]
+    assert len(revokes) == 8
+    assert "12 more are in force; `handback grants` lists them all." in _texts(view)
 
 
 def _home_click(**overrides: Any) -> dict[str, Any]:

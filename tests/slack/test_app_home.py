@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from blocks import ACTION_APPROVE, ACTION_DENY_REASON, GrantLine
+from blocks import ACTION_APPROVE, ACTION_DENY_REASON
 from bot.playground._payloads import home_block_actions
 from bot.slack._home import NOT_IN_HOME
 from state import InteractionRecord, RunRecord
@@ -249,28 +249,6 @@ async def test_other_tabs_publish_nothing(make_bot: BotFactory) -> None:
         await h.bot.drain()
         assert h.slack.calls_to("views.publish") == []
         assert await h.store.home_viewers() == []
-
-
-async def test_grants_given_are_listed_from_the_grant_source(make_bot: BotFactory) -> None:
-    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
-        asked: list[str] = []
-
-        async def grants_of(user: str) -> list[GrantLine]:
-            asked.append(user)
-            return [
-                GrantLine(
-                    grant_id="g1",
-                    tool="deploy",
-                    scope="channel",
-                    channel="C0GENERAL",
-                    expires_at=h.clock.now + 3600,
-                )
-            ]
-
-        h.bot.home.grants = grants_of
-        view = await _open(h, BOB)
-        assert asked == [BOB]
-        assert "Standing grants you gave" in str(view) and "`deploy` in <#C0GENERAL>" in str(view)
 
 
 async def test_an_expired_request_leaves_the_views_it_was_in(make_bot: BotFactory) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from blocks import ACTION_APPROVE, ACTION_GRANT
+from blocks import ACTION_APPROVE, ACTION_GRANT, ACTION_REVOKE
 from bot._admin import print_audit
 from bot.playground._slack import LocalSlack, Message
 from bot.slack import SlackBot, load_settings
@@ -336,3 +336,50 @@ async def test_a_follow_up_turn_retried_after_a_use_runs_the_tool_once(
         assert len([t for t in h.texts(asked.ts) if "standing grant" in t]) == 1
         assert h.texts(asked.ts)[-1] == "Tool said: deployed api to dev"
         assert not [t for t in h.texts(asked.ts) if "went wrong" in t]
+
+
+async def test_the_giver_lists_and_revokes_a_grant_from_app_home(make_bot: BotFactory) -> None:
+    """bob's Home lists the grant he gave, with Revoke; alice cannot revoke it (a forged click
+    is refused and audited); bob's Revoke ends it (audited, the thread told), his view no longer
+    lists it, and the next deploy in the thread asks again."""
+    async with make_bot(agents.grant_agent, HANDBACK_APPROVERS="U0BOB,U0CAROL") as h:
+        thread, grant = await _granted_thread(h)
+        assert (await h.slack.open_home(BOB)).status == 200
+        await h.bot.drain()
+        view = h.slack.home_view(BOB)
+        assert view is not None and "Standing grants you gave" in str(view)
+        revoke_block = f"hb|{grant.grant_id}|revoke"
+        assert revoke_block in str(view)
+
+        # Someone else's Revoke, forged with the grant's id, is refused and changes nothing.
+        assert (await h.slack.open_home(ALICE)).status == 200
+        await h.bot.drain()
+        h.slack.home_views[ALICE] = view  # alice's client sends bob's button
+        forged = await h.slack.click_home(
+            ALICE, ACTION_REVOKE, value=grant.grant_id, block_id=revoke_block
+        )
+        assert forged.status == 200
+        await h.bot.drain()
+        assert [g.grant_id for g in await h.store.active_grants(now=h.clock())] == [grant.grant_id]
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert refused and refused[0].user == ALICE and "not one you gave" in refused[0].detail
+
+        clicked = await h.slack.click_home(
+            BOB, ACTION_REVOKE, value=grant.grant_id, block_id=revoke_block
+        )
+        assert clicked.status == 200
+        await h.bot.drain()
+        assert await h.store.active_grants(now=h.clock()) == []
+        revoked = [e for e in await h.store.recent_audit() if e.action == "revoked"]
+        assert [e.user for e in revoked] == [BOB]
+        assert (
+            f"<@{BOB}> revoked the standing grant for `deploy` in this thread"
+            in h.texts(thread)[-1]
+        )
+        after = h.slack.home_view(BOB)
+        assert after is not None and revoke_block not in str(after)
+        assert "Revoked your grant for `deploy`" in str(after)
+
+        await h.reply(ALICE, thread, "deploy again")
+        assert len(agents.DEPLOYS) == 1
+        assert ACTION_APPROVE in _buttons(h.cards(thread)[-1])
