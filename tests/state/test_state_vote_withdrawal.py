@@ -124,7 +124,7 @@ async def test_a_withdrawal_racing_votes_is_atomic(store: Store, store_url: str)
                 [make_interaction(ix, run_id, kind="approval", payload=payload)]
             )
 
-            def vote(on: Store, user: str) -> Awaitable[AnswerClaim]:
+            def vote(on: Store, user: str, ix: str = ix) -> Awaitable[AnswerClaim]:
                 return on.answer_and_claim(
                     ix,
                     answer=APPROVE,
@@ -265,7 +265,7 @@ async def test_voters_need_one_audit_entry_each(
     store: Store, voters: list[str], entries: int
 ) -> None:
     await _answered_by_two(store)
-    with pytest.raises(ValueError, match="voters|audit entries"):
+    with pytest.raises(ValueError, match=r"voters|audit entries"):
         await store.withdraw_answer(
             "ix-1",
             answered_by="UCAROL",
