@@ -4,6 +4,7 @@ with user groups read fresh from Slack: someone taken off the list in between do
 from __future__ import annotations
 
 from blocks import ACTION_APPROVE
+from state import AuditEntry
 
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
@@ -190,3 +191,33 @@ async def test_a_removed_voter_in_an_answered_two_person_approval_is_withdrawn_a
         record = await h.store.get_interaction(ix)
         assert record is not None and record.answer["approvers"] == [CAROL, DAVE]
         assert h.texts(asked.ts)[-1].startswith("Tool said: deployed")
+
+
+async def test_recovery_checks_every_vote_of_a_two_person_approval(make_bot: BotFactory) -> None:
+    async with make_bot(agents.two_person_group_agent) as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL, DAVE]
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        ix = h.interaction_id(card)
+        # Both votes taken, then the process died before the resume (straight in the store).
+        for user in (BOB, CAROL):
+            vote = await h.store.answer_and_claim(
+                ix,
+                answer={"approved": True},
+                answered_by=user,
+                now=h.clock(),
+                audit=[AuditEntry(at=h.clock(), action="answered", user=user)] * 2,
+                needed=2,
+            )
+            assert vote.won
+        h.slack.usergroups["S0OPS"] = [CAROL, DAVE]
+
+        assert await h.bot.answers.recover() == 1
+        await h.bot.drain()
+        assert agents.DEPLOYS == []
+        reopened = shown(h, card.channel, card.ts)
+        assert ONE_OF_TWO in reopened and NOTE in reopened
+        assert await _withdrawn(h) == [(BOB, ix, "no longer on the approvers list")]
+
+        await h.click(DAVE, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
