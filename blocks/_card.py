@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypedDict
 
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
-from ._approvers import escalated_to
+from ._approvers import approver_mentions, escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
 from ._ids import (
@@ -227,8 +228,14 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
     return [_actions(record, "a", [_button("Answer", ACTION_ANSWER, "form", "primary")])]
 
 
-def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
+def _footer(record: InteractionRecord, approvers: Sequence[str] | None) -> list[dict[str, Any]]:
     parts = ["Or reply in this thread."] if accepts_text_reply(record) else []
+    if record.kind == "approval" and approvers is not None:
+        parts.append(
+            f"Approvers: {approver_mentions(approvers)}"
+            if approvers
+            else "Anyone here may approve, except whoever asked"
+        )
     if record.requester and record.kind != "approval":
         parts.append(f"Requested by {mention(record.requester)}")
     if added := escalated_to(record):
@@ -238,9 +245,13 @@ def _footer(record: InteractionRecord) -> list[dict[str, Any]]:
     return [context(" · ".join(parts))] if parts else []
 
 
-def render_card(record: InteractionRecord, *, page: int = 0) -> Message:
-    """The card for a pending interaction; `page` picks which hundred options a long list shows."""
-    blocks = summary_blocks(record) + _controls(record, page) + _footer(record)
+def render_card(
+    record: InteractionRecord, *, page: int = 0, approvers: Sequence[str] | None = None
+) -> Message:
+    """The card for a pending interaction; `page` picks which hundred options a long list shows,
+    and `approvers` (users and user groups; empty: anyone) who may approve it, as the app's
+    policy resolves them (the rule's list, the tool's or the global one), for an approval."""
+    blocks = summary_blocks(record) + _controls(record, page) + _footer(record, approvers)
     return {"text": fallback(record), "blocks": blocks}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from state import CorruptRecordError, InteractionRecord, approval_of
@@ -159,11 +160,14 @@ def render_closed(record: InteractionRecord) -> Message:
     return {"text": fallback(record, suffix), "blocks": blocks}
 
 
-def render(record: InteractionRecord, *, page: int = 0) -> Message:
-    """The card for `record` in whatever state it is in."""
+def render(
+    record: InteractionRecord, *, page: int = 0, approvers: Sequence[str] | None = None
+) -> Message:
+    """The card for `record` in whatever state it is in (`approvers` as `render_card` takes
+    them, for a pending one)."""
     match record.status:
         case "pending":
-            return render_card(record, page=page)
+            return render_card(record, page=page, approvers=approvers)
         case "answered":
             return render_answered(record)
         case "expired" | "superseded" | "cancelled":

@@ -278,7 +278,7 @@ class Answers:
         page = blocks.page_from_action(record, action)
         if not (record.channel and record.message_ts):
             return
-        card = blocks.render_card(record, page=page)
+        card = self.conversations.card(record, page=page)
         await self.chat.update(
             record.channel, record.message_ts, card["text"], blocks=card["blocks"]
         )
@@ -286,7 +286,7 @@ class Answers:
         # this one, which would bring the buttons back. Show the stored state if it moved on.
         now = await self.store.get_interaction(record.interaction_id)
         if now is not None and now.status != "pending":
-            card = blocks.render(now)
+            card = self.conversations.card(now)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )

@@ -21,6 +21,7 @@ import blocks
 from state import (
     THREAD_LEASE_TTL,
     AuditEntry,
+    CorruptRecordError,
     InteractionRecord,
     RunRecord,
     Store,
@@ -642,7 +643,7 @@ class Conversations:
             if await self.grants.answer(record) is not None:
                 granted = True  # Approved under a standing grant: no card.
                 continue
-            card = blocks.render_card(record)
+            card = self.card(record)
             ts = await self.chat.post(
                 thread.channel, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
             )
@@ -727,12 +728,26 @@ class Conversations:
             )
             await self.show_closed(claim.record)
 
+    def card(self, record: InteractionRecord, *, page: int = 0) -> blocks.Message:
+        """The card for `record` as it stands, saying who may approve it (an approval)."""
+        return blocks.render(record, page=page, approvers=self.approvers_of(record))
+
+    def approvers_of(self, record: InteractionRecord) -> tuple[str, ...] | None:
+        """Who the policy lets approve `record`, for its card; None for a question, without a
+        policy, or for a rule that does not read back (the card then names nobody)."""
+        if record.kind != "approval" or self.policy is None:
+            return None
+        try:
+            return self.policy.approvers_of(record)
+        except CorruptRecordError:
+            return None
+
     async def show_closed(self, record: InteractionRecord, *, note: str | None = None) -> None:
         """Bring the card up to date with the record: answered, expired, superseded, ...
         (an update that repeats one already made changes nothing); `note` replaces the line
         that says how it closed."""
         if record.channel and record.message_ts:
-            card = blocks.render(record)
+            card = self.card(record)
             if note is not None and card["blocks"]:
                 card["blocks"][-1] = {"type": "section", "text": {"type": "mrkdwn", "text": note}}
             await self.chat.update(

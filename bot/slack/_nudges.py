@@ -118,7 +118,8 @@ class Nudges:
         if record.channel and record.message_ts:
             who = blocks.approver_mentions(allowed) or "anyone here"
             card = blocks.with_note(
-                blocks.render_card(record), f":arrow_up: Escalated. Who may approve now: {who}"
+                blocks.render_card(record, approvers=allowed),
+                f":arrow_up: Escalated. Who may approve now: {who}",
             )
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]

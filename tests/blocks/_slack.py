@@ -15,10 +15,13 @@ CHANNEL = "C0CHANNEL"
 MESSAGE_TS = "1700000000.000100"
 TRIGGER_ID = "1234567890.123456.abcdef0123456789"
 
-# The only `<…>` sequences our mrkdwn may contain: mentions of real user ids and dates.
+# The only `<…>` sequences our mrkdwn may contain.
 _ALLOWED_TOKEN = re.compile(
-    r"<@[UW][A-Z0-9]+>|<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>&|]*>"
+    r"<@[UW][A-Z0-9]+>|<!subteam\^S[A-Z0-9]+>"
+    r"|<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>&|]*>"
 )
+"""Mentions we write ourselves: a user, a user group (who may approve, from configuration:
+`blocks.approver_mentions`), a date. Text we did not write is escaped, so it makes none."""
 _ENTITY = re.compile(r"&(?!(amp|lt|gt);)")
 
 

@@ -9,6 +9,7 @@ import pytest
 from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_DENY_REASON
 from bot.playground._slack import Message
 
+from ..blocks._slack import check_message
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
@@ -177,3 +178,25 @@ async def test_an_approver_may_approve_the_next_call_of_the_same_turn(
         assert await h.click(BOB, second.ts, ACTION_APPROVE) == 200
         assert [d["service"] for d in agents.DEPLOYS] == ["api", "web"]
         assert h.ephemerals(BOB) == []
+
+
+async def test_the_card_says_who_may_approve(make_bot: BotFactory) -> None:
+    """The footer names the approvers as the policy resolves them: the rule's own list (code),
+    else the tool's or the global one (environment), else anyone but whoever asked."""
+    cases = [
+        (
+            agents.approval_agent,
+            {"HANDBACK_APPROVERS": "S0OPS,U0CAROL"},
+            "<!subteam^S0OPS>, <@U0CAROL>",
+        ),
+        (agents.approval_agent, {"HANDBACK_TOOL_APPROVERS": '{"deploy": ["U0BOB"]}'}, "<@U0BOB>"),
+        (agents.reminding_agent, {"HANDBACK_APPROVERS": "U0CAROL"}, "<!subteam^S0OPS>"),
+        (agents.approval_agent, {}, "Anyone here may approve, except whoever asked"),
+    ]
+    for agent, env, shown in cases:
+        async with make_bot(agent, **env) as h:
+            asked = await h.mention(ALICE, "deploy api to prod")
+            card = h.card(asked.ts)
+            footer = str(card.blocks[-1])
+            assert shown in footer, (env, footer)
+            check_message({"text": card.text, "blocks": card.blocks})
