@@ -682,7 +682,7 @@ class Answers:
         """The card of an approval some approvals were taken back from, open again with the
         votes left and `note`; Home lists it again for its approvers."""
         if record.channel and record.message_ts:
-            card = blocks.with_note(blocks.render_card(record), note)
+            card = blocks.with_note(self.conversations.card(record), note)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
