@@ -144,7 +144,13 @@ class InteractionStore(Protocol):
         """
 
     async def withdraw_answer(
-        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+        self,
+        interaction_id: str,
+        *,
+        answered_by: str,
+        run_id: str,
+        audit: AuditEntry | Sequence[AuditEntry],
+        voters: Sequence[str] | None = None,
     ) -> InteractionClaim:
         """Atomically take back an answer that no longer counts (its approver lost the right to
         approve before the run resumed): the interaction goes back to `pending` (its answer,
@@ -153,7 +159,21 @@ class InteractionStore(Protocol):
 
         Won only when the interaction is `answered` by `answered_by`, belongs to `run_id`, and
         that run is still `paused` and unclaimed: an answer the run has resumed with is final.
+
+        An answer of several votes (the two-person rule) is taken back for `voters` (default:
+        `answered_by` alone): their votes leave `votes`, everyone else's stay, so it reopens
+        with the remaining valid votes; `audit` holds one entry per voter. Lost (nothing
+        written) unless each of `voters` has a vote in it. An answer without votes can only be
+        taken back for `answered_by` alone.
         """
+
+    async def withdraw_vote(
+        self, interaction_id: str, *, user: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        """Atomically take one person's vote back from a pending interaction (their approval no
+        longer counts): their entry leaves `votes` and `audit` is written, in one step (one
+        round trip). Lost (nothing written) when the interaction is not `pending` or `user` has
+        no vote in it; the record comes back as stored."""
 
     async def pending_count(self) -> int:
         """How many interactions wait for an answer (one cheap read, for the metrics)."""

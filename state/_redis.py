@@ -74,6 +74,7 @@ from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_grants import RedisGrants
 from ._redis_inbox import RedisInbox
 from ._url import mask_url, redis_options, store_kind
+from ._withdrawal import LUA_DROP_VOTES, withdrawal_audits
 
 __all__ = ["RedisStore"]
 
@@ -475,24 +476,56 @@ return {won, read_ix(KEYS[1])}
 """
 )
 
-# KEYS: interaction, due, nudges, run, audit; ARGV: id, answered_by, run id, audit entry, audit
-# cap. An answer goes back to pending only while the run it would resume is paused and unclaimed.
+# KEYS: interaction, due, nudges, run, audit; ARGV: id, answered_by, run id, audit cap, how many
+# voters (n), the n voters, then their n audit entries. An answer goes back to pending only while
+# the run it would resume is paused and unclaimed. An answer of several votes keeps the votes of
+# everyone but the voters, and is taken back only when each of them has one; an answer without
+# votes only for its approver.
 _WITHDRAW = (
     _READ_IX
     + _SCHEDULE
+    + LUA_DROP_VOTES
     + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'answered_by', 'run_id', 'expires_at')
+local v = redis.call('HMGET', KEYS[1], 'status', 'answered_by', 'run_id', 'expires_at', 'votes')
 if not v[1] then return {0} end
 local r = redis.call('HMGET', KEYS[4], 'status', 'resumed_by')
 if v[1] ~= 'answered' or v[2] ~= ARGV[2] or v[3] ~= ARGV[3] or r[1] ~= 'paused' or r[2] then
   return {0, read_ix(KEYS[1])}
 end
+local n, gone = tonumber(ARGV[5]), {}
+for i = 1, n do gone[ARGV[5 + i]] = true end
+local kept, dropped, total = false, 0, 0
+if v[5] then kept, dropped, total = drop_votes(v[5], gone) end
+if total == 0 then
+  if n ~= 1 or ARGV[6] ~= ARGV[2] then return {0, read_ix(KEYS[1])} end
+elseif dropped ~= n then
+  return {0, read_ix(KEYS[1])}
+end
 redis.call('HSET', KEYS[1], 'status', 'pending')
 redis.call('HDEL', KEYS[1], 'answer', 'answered_by', 'answered_at')
+set_votes(KEYS[1], kept)
 redis.call('ZADD', KEYS[2], v[4], ARGV[1])
 schedule(KEYS[1], KEYS[3], ARGV[1])
-redis.call('LPUSH', KEYS[5], ARGV[4])
-redis.call('LTRIM', KEYS[5], 0, ARGV[5] - 1)
+for i = 1, n do redis.call('LPUSH', KEYS[5], ARGV[5 + n + i]) end
+redis.call('LTRIM', KEYS[5], 0, ARGV[4] - 1)
+return {1, read_ix(KEYS[1])}
+"""
+)
+
+# KEYS: interaction, audit; ARGV: user, audit entry, audit cap. Takes one person's vote back from
+# a pending interaction, with its audit entry; nothing when they have none there.
+_WITHDRAW_VOTE = (
+    _READ_IX
+    + LUA_DROP_VOTES
+    + """
+local v = redis.call('HMGET', KEYS[1], 'status', 'votes')
+if not v[1] then return {0} end
+if v[1] ~= 'pending' or not v[2] then return {0, read_ix(KEYS[1])} end
+local kept, dropped = drop_votes(v[2], {[ARGV[1]] = true})
+if dropped == 0 then return {0, read_ix(KEYS[1])} end
+set_votes(KEYS[1], kept)
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, ARGV[3] - 1)
 return {1, read_ix(KEYS[1])}
 """
 )
@@ -647,6 +680,7 @@ class RedisStore(RedisInbox, RedisGrants):
         self._close = client.register_script(_CLOSE)
         self._mark_nudged = client.register_script(_MARK_NUDGED)
         self._withdraw = client.register_script(_WITHDRAW)
+        self._withdraw_vote = client.register_script(_WITHDRAW_VOTE)
         self._nudges_read = client.register_script(_NUDGES_READ)
         self._hmget_many = client.register_script(_HMGET_MANY)
         self._due_read = client.register_script(_DUE_READ)
@@ -1113,8 +1147,15 @@ class RedisStore(RedisInbox, RedisGrants):
         return self._interaction_claim(interaction_id, reply)
 
     async def withdraw_answer(
-        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+        self,
+        interaction_id: str,
+        *,
+        answered_by: str,
+        run_id: str,
+        audit: AuditEntry | Sequence[AuditEntry],
+        voters: Sequence[str] | None = None,
     ) -> InteractionClaim:
+        names, entries = withdrawal_audits(audit, voters=voters, answered_by=answered_by)
         reply = await self._send(
             self._withdraw(
                 keys=[
@@ -1124,7 +1165,27 @@ class RedisStore(RedisInbox, RedisGrants):
                     self._keys.run(run_id),
                     self._keys.audit,
                 ],
-                args=[interaction_id, answered_by, run_id, encode_audit(audit), AUDIT_CAP],
+                args=[
+                    interaction_id,
+                    answered_by,
+                    run_id,
+                    AUDIT_CAP,
+                    len(names),
+                    *names,
+                    *(encode_audit(entry) for entry in entries),
+                ],
+                client=self._live(),
+            )
+        )
+        return self._interaction_claim(interaction_id, reply)
+
+    async def withdraw_vote(
+        self, interaction_id: str, *, user: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        reply = await self._send(
+            self._withdraw_vote(
+                keys=[self._keys.interaction(interaction_id), self._keys.audit],
+                args=[user, encode_audit(audit), AUDIT_CAP],
                 client=self._live(),
             )
         )

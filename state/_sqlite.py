@@ -74,6 +74,7 @@ from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_tx import append_audit as _append_audit
 from ._sqlite_tx import transaction as _transaction
 from ._url import Synchronous, sqlite_options
+from ._withdrawal import drop_votes, withdrawal_audits
 
 __all__ = ["SQLiteStore"]
 
@@ -325,13 +326,17 @@ RETURNING {_IX_COLUMNS}
 """
 
 _WITHDRAW = f"""
-UPDATE interactions SET status = 'pending', answer = NULL, answered_by = NULL, answered_at = NULL
+UPDATE interactions
+SET status = 'pending', answer = NULL, answered_by = NULL, answered_at = NULL, votes = ?
 WHERE interaction_id = ? AND status = 'answered' AND answered_by = ? AND run_id = ?
     AND EXISTS (
         SELECT 1 FROM runs WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL
     )
 RETURNING {_IX_COLUMNS}
 """
+
+_SELECT_VOTES = "SELECT votes, status FROM interactions WHERE interaction_id = ?"
+_SET_VOTES = "UPDATE interactions SET votes = ? WHERE interaction_id = ?"
 
 _RUN_IX = f"""
 SELECT {", ".join(f"i.{name}" for name in ("interaction_id", "rec", *INTERACTION_OVERLAY))}
@@ -955,17 +960,53 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         return await self._claim_interaction(interaction_id, update, params)
 
     async def withdraw_answer(
-        self, interaction_id: str, *, answered_by: str, run_id: str, audit: AuditEntry
+        self,
+        interaction_id: str,
+        *,
+        answered_by: str,
+        run_id: str,
+        audit: AuditEntry | Sequence[AuditEntry],
+        voters: Sequence[str] | None = None,
     ) -> InteractionClaim:
-        params = (interaction_id, answered_by, run_id, run_id)
-        entry = encode_audit(audit).decode()
+        """The votes checked and dropped, the answer cleared and the audit written, in one
+        `BEGIN IMMEDIATE` transaction."""
+        names, checked = withdrawal_audits(audit, voters=voters, answered_by=answered_by)
+        entries = [encode_audit(entry).decode() for entry in checked]
+        key = f"interactions/{interaction_id}"
 
         def withdraw(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            stored = conn.execute(_SELECT_VOTES, (interaction_id,)).fetchone()
+            kept, dropped, total = drop_votes(stored[0] if stored else None, names, key=key)
+            # Votes: each voter named must have one. None: only the approver's own answer.
+            taken = dropped == len(names) if total else names == [answered_by]
+            if not taken:
+                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+            params = (kept, interaction_id, answered_by, run_id, run_id)
             rows = conn.execute(_WITHDRAW, params).fetchall()
             if not rows:
                 return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-            _append_audit(conn, entry)
+            for entry in entries:
+                _append_audit(conn, entry)
             return True, rows[0]
+
+        won, row = await self._call(lambda conn: _transaction(conn, partial(withdraw, conn)))
+        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
+
+    async def withdraw_vote(
+        self, interaction_id: str, *, user: str, audit: AuditEntry
+    ) -> InteractionClaim:
+        entry = encode_audit(audit).decode()
+        key = f"interactions/{interaction_id}"
+
+        def withdraw(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            row = conn.execute(_SELECT_VOTES, (interaction_id,)).fetchone()
+            if row is not None and row[1] == "pending":
+                kept, dropped, _ = drop_votes(row[0], [user], key=key)
+                if dropped:
+                    conn.execute(_SET_VOTES, (kept, interaction_id))
+                    _append_audit(conn, entry)
+                    return True, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
+            return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
 
         won, row = await self._call(lambda conn: _transaction(conn, partial(withdraw, conn)))
         return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))

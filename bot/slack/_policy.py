@@ -148,20 +148,32 @@ class AnswerPolicy:
             allowed += tuple(entry for entry in rule.escalate_to if entry not in allowed)
         return allowed
 
-    async def withdrawal_reason(
-        self, record: InteractionRecord, members: GroupMembers
-    ) -> str | None:
-        """Why the approval `record` holds no longer counts (said of its approver, for the
-        thread and the audit log), or None when it still does. `members` should read user
-        groups fresh: this is the check made again just before the run resumes."""
+    async def withdrawals(self, record: InteractionRecord, members: GroupMembers) -> dict[str, str]:
+        """Whose approvals in `record` no longer count, each with why (said of them, for the card
+        and the audit log); empty when every one still does. Every approval that counts is
+        checked: each vote of a rule that needs several (pending or answered), else the approver
+        of an answered one. `members` should read user groups fresh: this is the check made
+        again just before the run resumes (or a vote completes)."""
+        if record.kind != "approval":
+            return {}
+        if record.status == "answered" and _approves(record.answer):
+            voters = [vote.user for vote in record.votes]
+            approvers = voters or ([record.answered_by] if record.answered_by else [])
+        elif record.status == "pending":
+            approvers = [vote.user for vote in record.votes]
+        else:
+            return {}  # A denial ends the request whoever gave it; there is nothing to undo.
         members = read_once(members)
-        user = record.answered_by
-        if record.kind != "approval" or record.status != "answered":
-            return None
-        if not _approves(record.answer):
-            return None  # A denial ends the request whoever gave it; there is nothing to undo.
-        if user is None:
-            return "nobody is named as its approver"
+        found: dict[str, str] = {}
+        for user in approvers:
+            reason = await self._no_longer_counts(record, user, members)
+            if reason is not None:
+                found[user] = reason
+        return found
+
+    async def _no_longer_counts(
+        self, record: InteractionRecord, user: str, members: GroupMembers
+    ) -> str | None:
         try:
             allowed = self.approvers_of(record)
             if allowed and not await _is_member(user, allowed, members):

@@ -412,6 +412,21 @@ group_approved_agent = Agent(
     tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"]))],
 )
 
+two_person_group_agent = Agent(
+    name="two_person_group",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"], count=2))],
+)
+"""Deploys once two members of the user group S0OPS approved."""
+
+two_person_group_pair_agent = Agent(
+    name="two_person_group_pair",
+    model=FunctionModel(_deploy_api_and_web),
+    tools=[Tool(deploy, requires_approval=Approval(approvers=["S0OPS"], count=2))],
+)
+"""Two deploys pending at once, each needing two members of S0OPS: the last vote on one of them
+does not claim the run (it waits for the other), so the run resumes the long way."""
+
 quick_reminding_agent = Agent(
     name="quick_reminding",
     model=_script(_tool_call("deploy", service="api", environment="prod")),

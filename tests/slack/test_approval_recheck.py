@@ -4,9 +4,10 @@ with user groups read fresh from Slack: someone taken off the list in between do
 from __future__ import annotations
 
 from blocks import ACTION_APPROVE
+from state import AuditEntry
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
 NOTE = f"<@{BOB}>'s approval was withdrawn: no longer on the approvers list"
 
@@ -104,3 +105,119 @@ async def test_recovery_checks_the_approvals_again_too(make_bot: BotFactory) -> 
 
         await h.click(CAROL, api.ts, ACTION_APPROVE)
         assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
+
+
+# The two-person rule: every vote that counts is checked again, not only the last voter's.
+
+ONE_OF_TWO = f"1 of 2 approved:* <@{CAROL}>"
+
+
+async def _withdrawn(h: Harness) -> list[tuple[str | None, str | None, str]]:
+    return [
+        (e.user, e.interaction_id, e.detail)
+        for e in reversed(await h.store.recent_audit())
+        if e.action == "withdrawn"
+    ]
+
+
+async def test_an_earlier_voter_removed_before_the_last_vote_is_withdrawn(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.two_person_group_agent) as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL, DAVE]
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert f"1 of 2 approved:* <@{BOB}>" in shown(h, card.channel, card.ts)
+        # Bob leaves the group after his vote (the bot's cached membership still has him).
+        h.slack.usergroups["S0OPS"] = [CAROL, DAVE]
+        await h.click(CAROL, card.ts, ACTION_APPROVE)
+
+        # Carol's vote counts as the first of two: bob's no longer does, so nothing runs.
+        assert agents.DEPLOYS == []
+        card_now = shown(h, card.channel, card.ts)
+        assert ONE_OF_TWO in card_now and NOTE in card_now and ACTION_APPROVE in card_now
+        ix = h.interaction_id(card)
+        record = await h.store.get_interaction(ix)
+        assert record is not None and record.status == "pending"
+        assert [v.user for v in record.votes] == [CAROL]
+        withdrawn = await _withdrawn(h)
+        assert withdrawn == [(BOB, ix, "no longer on the approvers list")]
+        assert h.ephemerals(CAROL) == []
+
+        # Dave, in the group, gives the second approval: the tool runs, once.
+        await h.click(DAVE, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        record = await h.store.get_interaction(ix)
+        assert record is not None and record.answer == {
+            "approved": True,
+            "approvers": [CAROL, DAVE],
+        }
+        assert h.texts(asked.ts)[-1] == "Tool said: deployed api to prod"
+        assert await _withdrawn(h) == withdrawn
+
+
+async def test_a_removed_voter_in_an_answered_two_person_approval_is_withdrawn_at_resume(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.two_person_group_pair_agent) as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL, DAVE]
+        asked = await h.mention(ALICE, "deploy api and web")
+        api, web = h.cards(asked.ts)
+        # Api is approved by two while both are in the group; the run still waits for web.
+        await h.click(BOB, api.ts, ACTION_APPROVE)
+        await h.click(CAROL, api.ts, ACTION_APPROVE)
+        assert "Approved" in shown(h, api.channel, api.ts)
+        h.slack.usergroups["S0OPS"] = [CAROL, DAVE]
+        # Web's two votes are in: the resume checks api's approvals again, bob's among them.
+        await h.click(CAROL, web.ts, ACTION_APPROVE)
+        await h.click(DAVE, web.ts, ACTION_APPROVE)
+
+        assert agents.DEPLOYS == []
+        reopened = shown(h, api.channel, api.ts)
+        assert ONE_OF_TWO in reopened and NOTE in reopened and ACTION_APPROVE in reopened
+        ix = h.interaction_id(api)
+        record = await h.store.get_interaction(ix)
+        assert record is not None
+        assert (record.status, record.answered_by, record.answer) == ("pending", None, None)
+        assert [v.user for v in record.votes] == [CAROL]
+        run = await h.store.load_run(record.run_id)
+        assert run is not None and (run.status, run.resumed_by) == ("paused", None)
+        assert await _withdrawn(h) == [(BOB, ix, "no longer on the approvers list")]
+
+        # Dave gives api its second approval: the run resumes with both deploys, once each.
+        await h.click(DAVE, api.ts, ACTION_APPROVE)
+        assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
+        record = await h.store.get_interaction(ix)
+        assert record is not None and record.answer["approvers"] == [CAROL, DAVE]
+        assert h.texts(asked.ts)[-1].startswith("Tool said: deployed")
+
+
+async def test_recovery_checks_every_vote_of_a_two_person_approval(make_bot: BotFactory) -> None:
+    async with make_bot(agents.two_person_group_agent) as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL, DAVE]
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        ix = h.interaction_id(card)
+        # Both votes taken, then the process died before the resume (straight in the store).
+        for user in (BOB, CAROL):
+            vote = await h.store.answer_and_claim(
+                ix,
+                answer={"approved": True},
+                answered_by=user,
+                now=h.clock(),
+                audit=[AuditEntry(at=h.clock(), action="answered", user=user)] * 2,
+                needed=2,
+            )
+            assert vote.won
+        h.slack.usergroups["S0OPS"] = [CAROL, DAVE]
+
+        assert await h.bot.answers.recover() == 1
+        await h.bot.drain()
+        assert agents.DEPLOYS == []
+        reopened = shown(h, card.channel, card.ts)
+        assert ONE_OF_TWO in reopened and NOTE in reopened
+        assert await _withdrawn(h) == [(BOB, ix, "no longer on the approvers list")]
+
+        await h.click(DAVE, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]

@@ -672,6 +672,9 @@ REDIS_CALLS: dict[str, RedisCall] = {
     "withdraw_answer": lambda s: s.withdraw_answer(
         "ix-1", answered_by="U1", run_id="run-1", audit=AuditEntry(at=1.0, action="withdrawn")
     ),
+    "withdraw_vote": lambda s: s.withdraw_vote(
+        "ix-1", user="U1", audit=AuditEntry(at=1.0, action="withdrawn")
+    ),
     "settled_runs": lambda s: s.settled_runs(),
     "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
     "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
@@ -711,7 +714,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 29
+    assert len(scripts) == 30
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -806,6 +809,23 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
         grant.grant_id, by="U", now=now, audit=AuditEntry(at=now, action="revoked")
     )
     assert revoked.won
+    pair = {"tool": "t", "rule": Approval(count=2).to_json()}
+    await any_redis_store.add_interactions(
+        [make_interaction("ix-7", run_id="run-5", kind="approval", payload=pair)]
+    )
+    voted = await any_redis_store.answer_and_claim(
+        "ix-7",
+        answer={"approved": True},
+        answered_by="U",
+        now=now,
+        audit=[AuditEntry(at=now, action="answered")] * 2,
+        needed=2,
+    )
+    assert voted.partial
+    unvoted = await any_redis_store.withdraw_vote(
+        "ix-7", user="U", audit=AuditEntry(at=now, action="withdrawn")
+    )
+    assert unvoted.won and unvoted.record is not None and unvoted.record.votes == []
     assert all(script.sha != "0" * 40 for script in scripts)
 
 
