@@ -5,7 +5,8 @@
     ├── StoreError                state: bad URL, closed store, corrupt record, backend failure
     ├── InvalidAnswer (ValueError) blocks: a Slack answer that is malformed, tampered or invalid
     ├── ConfigError               bot.slack: a missing or malformed setting
-    ├── UsageError (TypeError)    the calling code is wrong: bad arguments, bad tool definitions
+    ├── UsageError (TypeError,    the calling code is wrong: bad arguments, bad tool definitions
+    │   ValueError)               (defined in `state`, which raises it too)
     ├── ApprovalPolicyError       a tool's approval policy raised or returned something other
     │                             than a bool; the run ends `error` and the tool never runs
     └── ResumeError               a resume was refused before any handler ran; the run is intact
@@ -21,7 +22,7 @@ The pause itself is not an error: it is a `BaseException` private to the runtime
 
 from __future__ import annotations
 
-from state import HandbackError
+from state import HandbackError, UsageError
 
 __all__ = [
     "ApprovalPolicyError",
@@ -34,10 +35,6 @@ __all__ = [
     "UnknownInteraction",
     "UsageError",
 ]
-
-
-class UsageError(HandbackError, TypeError):
-    """The API was called in a way that can never work; fix the calling code."""
 
 
 class ApprovalPolicyError(HandbackError):

@@ -10,6 +10,7 @@ from ._errors import (
     StoreClosedError,
     StoreError,
     StoreURLError,
+    UsageError,
 )
 from ._grant import Grant, GrantClaim, grant_id_for
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
@@ -94,6 +95,7 @@ __all__ = [
     "ThreadLease",
     "ThreadStop",
     "TurnClaim",
+    "UsageError",
     "Vote",
     "WorkItem",
     "approval_of",

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from ._errors import CorruptRecordError
+from ._errors import CorruptRecordError, UsageError
 from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop, Vote
 
 __all__ = [
@@ -147,13 +147,13 @@ def encode_run(run: RunRecord, *, log: str | int | None = None, status: bool = T
 
 def _check_layout2(run: RunRecord) -> None:
     if not run.transcript_read:
-        raise ValueError(f"run `{run.run_id}` was read without its transcript; load it to save it")
+        raise UsageError(f"run `{run.run_id}` was read without its transcript; load it to save it")
     if run.layout != 2 or not run.transcript_id:
-        raise ValueError(
+        raise UsageError(
             f"run `{run.run_id}`: layout {run.layout!r} with transcript log {run.transcript_id!r}"
         )
     if not 0 <= run.base <= len(run.transcript):
-        raise ValueError(
+        raise UsageError(
             f"run `{run.run_id}`: base {run.base} is outside its {len(run.transcript)} messages"
         )
 
@@ -312,7 +312,7 @@ def check_interaction_times(record: InteractionRecord) -> None:
     for name in ("created_at", "expires_at", "answered_at"):
         value = getattr(record, name)
         if value is not None and not math.isfinite(value):
-            raise ValueError(
+            raise UsageError(
                 f"interaction `{record.interaction_id}` has a non-finite `{name}`: {value!r}"
             )
 
@@ -320,16 +320,16 @@ def check_interaction_times(record: InteractionRecord) -> None:
 def check_now(now: float) -> None:
     """`now` compares with stored times; NaN compares with none (infinity is a valid bound)."""
     if math.isnan(now):
-        raise ValueError(f"`now` must be a number of seconds, got {now!r}")
+        raise UsageError(f"`now` must be a number of seconds, got {now!r}")
 
 
 def lease_millis(owner: str, ttl: float) -> int:
     """A lease's TTL in whole milliseconds (at least one), once its owner and TTL are checked:
     an empty owner could not be told apart from no lease, and a lease must end."""
     if not owner:
-        raise ValueError("`owner` must be a non-empty string")
+        raise UsageError("`owner` must be a non-empty string")
     if not (math.isfinite(ttl) and ttl > 0):
-        raise ValueError(f"`ttl` must be a positive number of seconds, got {ttl!r}")
+        raise UsageError(f"`ttl` must be a positive number of seconds, got {ttl!r}")
     return max(1, math.ceil(ttl * 1000))
 
 
@@ -355,12 +355,12 @@ def vote_audits(
     """The audit entries of `answer_and_claim`, one per vote (the last for the answer), once
     its arguments are checked: several votes need an object answer to add the voters to."""
     if isinstance(needed, bool) or not isinstance(needed, int) or needed < 1:
-        raise ValueError(f"`needed` must be a positive whole number, got {needed!r}")
+        raise UsageError(f"`needed` must be a positive whole number, got {needed!r}")
     entries = [audit] if isinstance(audit, AuditEntry) else list(audit)
     if len(entries) != needed:
-        raise ValueError(f"{needed} votes need {needed} audit entries, got {len(entries)}")
+        raise UsageError(f"{needed} votes need {needed} audit entries, got {len(entries)}")
     if needed > 1 and (not isinstance(answer, dict) or "approvers" in answer):
-        raise ValueError(f"a vote's answer must be an object without `approvers`, got {answer!r}")
+        raise UsageError(f"a vote's answer must be an object without `approvers`, got {answer!r}")
     return entries
 
 

@@ -9,7 +9,10 @@ HandbackError                       root of every error handback raises on purpo
     ├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
     ├── StoreClosedError            a store used after `aclose()` (developer mistake)
     └── CorruptRecordError          a stored value that does not read back as its record
-└── ApprovalRuleError (ValueError)  an `Approval` rule that can never work (developer mistake)
+├── ApprovalRuleError (ValueError)  an `Approval` rule that can never work (developer mistake)
+└── UsageError (TypeError,          an API called in a way that can never work (a developer
+    ValueError)                     mistake): bad arguments, bad tool definitions; `bot`
+                                    re-exports it
 ```
 """
 
@@ -22,6 +25,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreURLError",
+    "UsageError",
 ]
 
 
@@ -54,3 +58,8 @@ class CorruptRecordError(StoreError):
 
 class ApprovalRuleError(HandbackError, ValueError):
     """An `Approval` was built with values that can never work; the message says which."""
+
+
+class UsageError(HandbackError, TypeError, ValueError):
+    """The API was called in a way that can never work; fix the calling code. A `TypeError` and
+    a `ValueError` both, so that code written against either keeps catching it."""

@@ -18,7 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ._approval import GrantScope
 from ._codec import text
-from ._errors import CorruptRecordError
+from ._errors import CorruptRecordError, UsageError
 
 __all__ = [
     "GRANT_OVERLAY",
@@ -87,15 +87,15 @@ def check_grant(grant: Grant) -> None:
     for name in ("created_at", "expires_at"):
         value = getattr(grant, name)
         if not math.isfinite(value):
-            raise ValueError(f"grant `{grant.grant_id}` has a non-finite `{name}`: {value!r}")
+            raise UsageError(f"grant `{grant.grant_id}` has a non-finite `{name}`: {value!r}")
     if not (grant.grant_id and grant.tool and grant.channel and grant.granted_by):
-        raise ValueError(f"grant {grant!r} needs an id, a tool, a channel and who gave it")
+        raise UsageError(f"grant {grant!r} needs an id, a tool, a channel and who gave it")
     if (grant.scope == "thread") != bool(grant.thread_ts):
-        raise ValueError(
+        raise UsageError(
             f"grant `{grant.grant_id}`: a thread grant names its thread, a channel grant none"
         )
     if grant.revoked_at is not None:
-        raise ValueError(f"grant `{grant.grant_id}` is added revoked")
+        raise UsageError(f"grant `{grant.grant_id}` is added revoked")
 
 
 def encode_grant(grant: Grant) -> bytes:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import CorruptRecordError
+from ._errors import CorruptRecordError, UsageError
 
 __all__ = [
     "WorkItem",
@@ -48,11 +48,11 @@ def encode_body(body: dict[str, Any]) -> str:
     round-trips instead of failing to encode for the store.
     """
     if not isinstance(body, dict):
-        raise TypeError(f"`body` must be a dict of JSON data, got {type(body).__name__}")
+        raise UsageError(f"`body` must be a dict of JSON data, got {type(body).__name__}")
     try:
         return json.dumps(body, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"`body` must be JSON data: {exc}") from exc
+        raise UsageError(f"`body` must be JSON data: {exc}") from exc
 
 
 def decode_body(data: str | bytes, *, key: str) -> dict[str, Any]:
@@ -69,31 +69,31 @@ def decode_body(data: str | bytes, *, key: str) -> dict[str, Any]:
 
 def check_dedupe(kind: str, dedupe: str | None) -> None:
     if not isinstance(kind, str):
-        raise TypeError(f"`kind` must be a string, got {kind!r}")
+        raise UsageError(f"`kind` must be a string, got {kind!r}")
     if dedupe is not None and (not isinstance(dedupe, str) or not dedupe):
-        raise ValueError(f"`dedupe` must be a non-empty string or None, got {dedupe!r}")
+        raise UsageError(f"`dedupe` must be a non-empty string or None, got {dedupe!r}")
 
 
 def lease_seconds(lease: float) -> float:
     if not (isinstance(lease, int | float) and math.isfinite(lease) and lease > 0):
-        raise ValueError(f"`lease` must be a positive number of seconds, got {lease!r}")
+        raise UsageError(f"`lease` must be a positive number of seconds, got {lease!r}")
     return float(lease)
 
 
 def check_consumer(consumer: str) -> None:
     """A consumer must be named: an empty one could not be told from no owner."""
     if not isinstance(consumer, str) or not consumer:
-        raise ValueError(f"`consumer` must be a non-empty string, got {consumer!r}")
+        raise UsageError(f"`consumer` must be a non-empty string, got {consumer!r}")
 
 
 def check_take(consumer: str, count: int, lease: float, block: float) -> None:
     """The numbers must be ones a batch, a lease or a wait can have."""
     check_consumer(consumer)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"`count` must be a whole number of items of at least 1, got {count!r}")
+        raise UsageError(f"`count` must be a whole number of items of at least 1, got {count!r}")
     lease_seconds(lease)
     if not (isinstance(block, int | float) and math.isfinite(block) and block >= 0):
-        raise ValueError(f"`block` must be zero or a positive number of seconds, got {block!r}")
+        raise UsageError(f"`block` must be zero or a positive number of seconds, got {block!r}")
 
 
 def millis(seconds: float) -> int:
@@ -106,7 +106,7 @@ def check_item_ids(item_ids: Sequence[str], *, valid: Callable[[str], bool], sto
     """Every id must be one this kind of store assigns (`valid(id)`): another store's id (or a
     typo) is a mistake of the caller, not an item that happens to be gone."""
     if isinstance(item_ids, str):
-        raise TypeError("`item_ids` must be a sequence of ids, not one string")
+        raise UsageError("`item_ids` must be a sequence of ids, not one string")
     for item_id in item_ids:
         if not (isinstance(item_id, str) and valid(item_id)):
-            raise ValueError(f"{item_id!r} is not an item id of the {store} inbox")
+            raise UsageError(f"{item_id!r} is not an item id of the {store} inbox")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._errors import UsageError
+
 __all__ = [
     "AUDIT_CAP",
     "DEFAULT_PREFIX",
@@ -117,7 +119,7 @@ class RedisKeys:
             return self.prefix
         tagged = f"{{{self.prefix}}}"
         if not hash_tag(tagged):
-            raise ValueError(f"the prefix {self.prefix!r} cannot be made a Redis Cluster hash tag")
+            raise UsageError(f"the prefix {self.prefix!r} cannot be made a Redis Cluster hash tag")
         return tagged
 
     def run(self, run_id: str) -> str:

@@ -41,7 +41,7 @@ from ._codec import (
     text,
     vote_audits,
 )
-from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
     AUDIT_CAP,
     DEFAULT_PREFIX,
@@ -845,7 +845,7 @@ class RedisStore(RedisInbox, RedisGrants):
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:
-            raise ValueError("`child_id` must be a non-empty run id")
+            raise UsageError("`child_id` must be a non-empty run id")
         key = self._keys.run(run_id)
         reply = await self._send(
             self._claim_run(
@@ -991,7 +991,7 @@ class RedisStore(RedisInbox, RedisGrants):
         turn_args: list[str | bytes | int] = ["", "", "", ""]
         if turn is not None:
             if not turn.child_id:
-                raise ValueError("`child_id` must be a non-empty run id")
+                raise UsageError("`child_id` must be a non-empty run id")
             lease = turn.lease
             keys += [
                 self._keys.run(turn.run_id),
@@ -1062,7 +1062,7 @@ class RedisStore(RedisInbox, RedisGrants):
     ) -> InteractionClaim:
         """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
         if status not in _CLOSING:
-            raise ValueError(f"cannot close an interaction as {status!r}")
+            raise UsageError(f"cannot close an interaction as {status!r}")
         check_now(now)
         reply = await self._send(
             self._close(
@@ -1135,7 +1135,7 @@ class RedisStore(RedisInbox, RedisGrants):
         self, interaction_id: str, kind: NudgeKind, *, now: float
     ) -> InteractionClaim:
         if kind not in NUDGE_KINDS:
-            raise ValueError(f"{kind!r} is not a nudge (reminder or escalation)")
+            raise UsageError(f"{kind!r} is not a nudge (reminder or escalation)")
         check_now(now)
         reply = await self._send(
             self._mark_nudged(

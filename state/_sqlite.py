@@ -43,7 +43,7 @@ from ._codec import (
     own_messages,
     vote_audits,
 )
-from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
@@ -729,7 +729,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
 
     async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
         if not child_id:
-            raise ValueError("`child_id` must be a non-empty run id")
+            raise UsageError("`child_id` must be a non-empty run id")
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
             # Won again by the child that holds it: a retried work item resumes with the same
@@ -837,7 +837,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         checked = vote_audits(audit, needed=needed, answer=answer)
         entries = [encode_audit(entry).decode() for entry in checked]
         if turn is not None and not turn.child_id:
-            raise ValueError("`child_id` must be a non-empty run id")
+            raise UsageError("`child_id` must be a non-empty run id")
         approving = approves(answer)
         ballot = None
         if needed > 1:
@@ -905,7 +905,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
     ) -> InteractionClaim:
         """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
         if status not in _CLOSING:
-            raise ValueError(f"cannot close an interaction as {status!r}")
+            raise UsageError(f"cannot close an interaction as {status!r}")
         check_now(now)
         return await self._claim_interaction(interaction_id, _CLOSE, (status, now, interaction_id))
 
@@ -953,7 +953,7 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
         self, interaction_id: str, kind: NudgeKind, *, now: float
     ) -> InteractionClaim:
         if kind not in NUDGE_KINDS:
-            raise ValueError(f"{kind!r} is not a nudge (reminder or escalation)")
+            raise UsageError(f"{kind!r} is not a nudge (reminder or escalation)")
         check_now(now)
         update = _MARK_REMINDED if kind == "reminder" else _MARK_ESCALATED
         params = (now, interaction_id, now, now)
