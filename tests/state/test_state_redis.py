@@ -41,7 +41,7 @@ async def counted(redis_store_url: str) -> AsyncIterator[RedisStore]:
     async with RedisStore(client, prefix=prefix) as store:
         yield store
     await client.aclose()
-
+    await pool.aclose()  # a client given a pool leaves its connections open
 
 Operation = Callable[[RedisStore], Awaitable[object]]
 
