@@ -40,6 +40,8 @@ __all__ = [
     "RUNS_FINISHED",
     "RUNS_STARTED",
     "SLACK_API_ERRORS",
+    "SOCKET_ACK_SECONDS",
+    "SOCKET_TYPES",
     "STORE_ERRORS",
     "WORK_ITEMS",
     "WORK_LATENCY_SECONDS",
@@ -76,6 +78,16 @@ ACK_SECONDS: Final = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+SOCKET_ACK_SECONDS: Final = Histogram(
+    "handback_socket_mode_ack_seconds",
+    "Time from a Socket Mode envelope's arrival to its ack, by envelope type (events_api, "
+    "interactive, slash_commands): the ack latency Slack sees in Socket Mode.",
+    ["type"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+SOCKET_TYPES: Final = frozenset({"events_api", "interactive", "slash_commands"})
+"""Envelope types labelled as themselves; any other is `other`, so a peer cannot add series."""
 RECORD_SECONDS: Final = Histogram(
     "handback_record_seconds",
     "Time to write a Slack request to the inbox before acking it, by kind; the part of the ack "

@@ -32,6 +32,8 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 import blocks
 
+from .. import _metrics
+
 __all__ = [
     "BlockActions",
     "CheckedSocketModeHandler",
@@ -501,10 +503,16 @@ class CheckedSocketModeHandler(AsyncSocketModeHandler):
     with one log line and never reaches Bolt, as over HTTP."""
 
     async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
-        payload = req.payload if isinstance(req.payload, dict) else {}
-        refused = check_payload(payload)
-        if refused is None:
-            await super().handle(client, req)
-            return
-        refused.log()
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        started = time.perf_counter()
+        kind = req.type if req.type in _metrics.SOCKET_TYPES else "other"
+        try:
+            payload = req.payload if isinstance(req.payload, dict) else {}
+            refused = check_payload(payload)
+            if refused is None:
+                # Bolt sends the envelope's ack when the listener has acked: this is its latency.
+                await super().handle(client, req)
+                return
+            refused.log()
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        finally:
+            _metrics.SOCKET_ACK_SECONDS.labels(type=kind).observe(time.perf_counter() - started)

@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 
 from blocks import ACTION_APPROVE
+from bot._metrics import REGISTRY
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import open_store
 
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL
+
+
+def _acks(kind: str) -> float:
+    """Socket Mode envelopes of `kind` whose ack was timed so far in this process."""
+    found = REGISTRY.get_sample_value("handback_socket_mode_ack_seconds_count", {"type": kind})
+    return found or 0.0
 
 
 async def test_mention_card_click_and_modal_errors_over_socket_mode(
@@ -24,6 +31,7 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
     )
     assert settings.socket_mode and settings.slack_signing_secret is None
     slack.delivery = "socket"
+    acked = {kind: _acks(kind) for kind in ("events_api", "interactive")}
     stop = asyncio.Event()
     async with (
         open_store(store_url) as store,
@@ -49,6 +57,9 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
             assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
             answers = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
             assert answers == ["Tool said: deployed api to prod"]
+            # Every envelope's ack is timed: the mention, two clicks and the modal submission.
+            assert _acks("events_api") >= acked["events_api"] + 1
+            assert _acks("interactive") >= acked["interactive"] + 3
         finally:
             stop.set()
             await connection

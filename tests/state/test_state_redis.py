@@ -43,6 +43,7 @@ async def counted(redis_store_url: str) -> AsyncIterator[RedisStore]:
     await client.aclose()
     await pool.aclose()  # a client given a pool leaves its connections open
 
+
 Operation = Callable[[RedisStore], Awaitable[object]]
 
 OPERATIONS: dict[str, Operation] = {
