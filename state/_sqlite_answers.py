@@ -71,7 +71,8 @@ _SELECT_VOTES = "SELECT votes, status FROM interactions WHERE interaction_id = ?
 _SET_VOTES = "UPDATE interactions SET votes = ? WHERE interaction_id = ?"
 
 # One statement, so SQLite's write lock makes it atomic across processes: the row is inserted, or
-# taken over only when its lease has ended (`keep_until <= now`) or is the same owner's.
+# taken over only when its lease has ended (`keep_until <= now`) or is the same owner's. Here for
+# the resume's claim; `SQLiteStore.acquire_thread` runs it too.
 ACQUIRE_THREAD = """
 INSERT INTO thread_leases (channel, thread_ts, owner, keep_until) VALUES (?, ?, ?, ?)
 ON CONFLICT (channel, thread_ts) DO UPDATE SET
