@@ -21,25 +21,20 @@ from redis.exceptions import RedisClusterException
 
 from ._codec import (
     INTERACTION_OVERLAY,
-    approves,
     check_interaction_times,
     check_now,
     decode_audit,
     decode_interaction,
     decode_run,
     decode_stop,
-    encode_answer,
     encode_audit,
     encode_interaction,
     encode_run,
     encode_stop,
-    encode_vote,
     inline,
-    is_layout2,
     lease_millis,
     own_messages,
     text,
-    vote_audits,
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
@@ -48,33 +43,34 @@ from ._keys import (
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
     RUN_TTL,
-    SETTLED_TTL,
     STOP_TTL,
     STREAM_TTL,
     THREAD_TTL,
     RedisKeys,
     interaction_ttl,
 )
-from ._nudges import NUDGE_KINDS, next_nudge, nudge_times, unfired
+from ._nudges import nudge_times, unfired
 from ._records import (
-    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
-    InteractionStatus,
-    Nudge,
-    NudgeKind,
     RunClaim,
     RunRecord,
     ThreadStop,
-    TurnClaim,
-    Vote,
 )
+from ._redis_answers import RedisAnswers
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_grants import RedisGrants
 from ._redis_inbox import RedisInbox
+from ._redis_ix import IX_FIELDS as _IX_FIELDS
+from ._redis_ix import LUA_READ_IX as _READ_IX
+from ._redis_log import LOG_PLACEHOLDER as _LOG_PLACEHOLDER
+from ._redis_log import LUA_READ_LOG as _READ_LOG
+from ._redis_log import SAVE_APPENDED as _SAVE_APPENDED
+from ._redis_log import decode_loaded as _decode_loaded
+from ._redis_nudges import LUA_SCHEDULE as _SCHEDULE
+from ._redis_nudges import RedisNudges
 from ._url import mask_url, redis_options, store_kind
-from ._withdrawal import LUA_DROP_VOTES, withdrawal_audits
 
 __all__ = ["RedisStore"]
 
@@ -83,144 +79,12 @@ _CONNECTION_RETRIES = 2
 
 _T = TypeVar("_T")
 
-_IX_FIELDS = ("rec", *INTERACTION_OVERLAY)
-_READ_IX = (
-    "local function read_ix(key) return redis.call('HMGET', key, "
-    + ", ".join(f"'{name}'" for name in _IX_FIELDS)
-    + ") end\n"
-)
-
-# Lists the run of the interaction at `ix` in the settled index. Whether that run is still paused
-# and unclaimed is left to `settled_runs`: the run's key is not known before the script reads
-# `run_id`, and a script may only touch the keys it was given (on a cluster, in one slot).
-_MARK_SETTLED = """
-local function mark_settled(ix, settled, ttl)
-  local run = redis.call('HGET', ix, 'run_id')
-  if not run then return end
-  redis.call('ZADD', settled, 0, run)
-  redis.call('EXPIRE', settled, ttl)
-end
-"""
-
 _SAVE_RUN = """
 redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'status', ARGV[2])
 if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'resumed_by', ARGV[3]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
-
-# Transcript logs live in one hash (`RedisKeys.transcripts`): a script reads the log a record
-# names through field names it builds, never through a key it was not given. Chunks are the
-# messages one save appended, joined by newlines; they sit end to end from position 0.
-_CHUNKS = r"""
-local function split(chunk)
-  local out, at = {}, 1
-  while true do
-    local nl = string.find(chunk, '\n', at, true)
-    if not nl then out[#out + 1] = string.sub(chunk, at); return out end
-    out[#out + 1] = string.sub(chunk, at, nl - 1)
-    at = nl + 1
-  end
-end
-local function count(chunk)
-  local n, at = 1, string.find(chunk, '\n', 1, true)
-  while at do n, at = n + 1, string.find(chunk, '\n', at + 1, true) end
-  return n
-end
-local function chunk_at(tx, id, pos)
-  return redis.call('HGET', tx, string.format('%s:%d', id, pos))
-end
-"""
-
-# KEYS: the run, transcripts, transcripts-keep; ARGV: the log's name, the record's JSON (its log
-# number a placeholder 0), status, resumed_by, TTL, base, then the run's own messages.
-# The messages the log already holds from `base` on must be these very ones (an earlier save of
-# this run: the journal, a retry), and only the rest is appended; any other message there (a
-# second run continued from the same parent) refuses the save (0) and writes nothing, so a log
-# position, once written, never changes under a run that uses it. A few logs whose every run has
-# expired are deleted on the way (hash fields have no TTL of their own on Redis 7.0).
-_SAVE_APPENDED = (
-    _CHUNKS
-    + r"""
-local tx, keep = KEYS[2], KEYS[3]
-local name_field = string.format('log:%s', ARGV[1])
-local id = redis.call('HGET', tx, name_field)
-local len = 0
-if id then len = tonumber(redis.call('HGET', tx, string.format('#%s', id)) or '0') end
-local base, own = tonumber(ARGV[6]), #ARGV - 6
-if len < base then return 0 end
-local have = math.min(len - base, own)
-local pos, done = base, 0
-while done < have do
-  local chunk = chunk_at(tx, id, pos)
-  if not chunk then return 0 end
-  local messages = split(chunk)
-  for i = 1, #messages do
-    if done == have then break end
-    done = done + 1
-    if messages[i] ~= ARGV[6 + done] then return 0 end
-  end
-  pos = pos + #messages
-end
-if not id then
-  id = tostring(redis.call('HINCRBY', tx, 'next', 1))
-  redis.call('HSET', tx, name_field, id, string.format('@%s', id), ARGV[1])
-end
-if have < own then
-  redis.call('HSET', tx, string.format('%s:%d', id, len), table.concat(ARGV, '\n', 7 + have),
-             string.format('#%s', id), len + own - have)
-end
-local now = tonumber(redis.call('TIME')[1])
-redis.call('ZADD', keep, now + tonumber(ARGV[5]), id)
-for _, dead in ipairs(redis.call('ZRANGEBYSCORE', keep, '-inf', now, 'LIMIT', 0, 2)) do
-  local at = 0
-  while true do
-    local chunk = chunk_at(tx, dead, at)
-    if not chunk then break end
-    redis.call('HDEL', tx, string.format('%s:%d', dead, at))
-    at = at + count(chunk)
-  end
-  local dead_name = redis.call('HGET', tx, string.format('@%s', dead))
-  if dead_name then redis.call('HDEL', tx, string.format('log:%s', dead_name)) end
-  redis.call('HDEL', tx, string.format('#%s', dead), string.format('@%s', dead))
-  redis.call('ZREM', keep, dead)
-end
-local rec = string.format('{"layout":2,"log":%s,%s', id, string.sub(ARGV[2], 21))
-redis.call('HSET', KEYS[1], 'rec', rec, 'status', ARGV[3])
-if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[1], 'resumed_by', ARGV[4]) end
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
-)
-
-# KEYS: the run, transcripts. A layout-2 record comes back with the name of its log and the
-# chunks of the log up to its `length`, joined by newlines (cjson only reads the small layout-2
-# record, never re-encodes it).
-# A layout-2 record's transcript, read from its log in the script that reads the record (a resume
-# reads what it needs in one round trip): the log's name and its messages as one string (rather
-# than a reply per chunk: the client splits it as it would the chunks); nil for layout 1.
-_READ_LOG = (
-    _CHUNKS
-    + r"""
-local function read_log(stored, transcripts)
-  if string.sub(stored, 1, 12) ~= '{"layout":2,' then return nil end
-  local ok, rec = pcall(cjson.decode, stored)
-  if not ok or type(rec) ~= 'table' or type(rec.log) ~= 'number'
-     or type(rec.length) ~= 'number' then
-    return nil
-  end
-  local id = string.format('%d', rec.log)
-  local chunks, pos = {}, 0
-  while pos < rec.length do
-    local chunk = chunk_at(transcripts, id, pos)
-    if not chunk then break end
-    chunks[#chunks + 1] = chunk
-    pos = pos + count(chunk)
-  end
-  return {redis.call('HGET', transcripts, string.format('@%s', id)), table.concat(chunks, '\n')}
-end
-"""
-)
 
 _LOAD_RUN = (
     _READ_LOG
@@ -244,20 +108,6 @@ if v[2] == 'paused' and (not v[3] or v[3] == ARGV[1]) then
   return {1, v[1], ARGV[1]}
 end
 return {0, v[1], v[3]}
-"""
-
-# Puts a pending approval in `nudges` under when its next nudge is due (the reminder until it
-# fired, then the escalation), or takes it out when nothing is left to fire.
-_SCHEDULE = """
-local function schedule(ix, nudges, id)
-  local v = redis.call('HMGET', ix, 'status', 'remind_at', 'escalate_at', 'reminded_at',
-                       'escalated_at')
-  local at = false
-  if v[1] == 'pending' then
-    if not v[4] then at = v[2] elseif not v[5] then at = v[3] end
-  end
-  if at then redis.call('ZADD', nudges, at, id) else redis.call('ZREM', nudges, id) end
-end
 """
 
 # KEYS: due, nudges, then (interaction, run index) per record; ARGV: nine values per record.
@@ -303,233 +153,6 @@ redis.call('HSET', KEYS[1], 'channel', ARGV[1], 'message_ts', ARGV[2])
 return 1
 """
 
-# An answer at or after `expires_at` loses and changes nothing: the expiry sweep still finds
-# the interaction in `due`, closes it, cancels the run and updates the card.
-_ANSWER = (
-    _READ_IX
-    + _MARK_SETTLED
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
-if not v[1] then return {0} end
-local won, expires_at = 0, tonumber(v[2])
-if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
-             'answered_by', ARGV[3], 'answered_at', ARGV[4])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  mark_settled(KEYS[1], KEYS[3], ARGV[5])
-  won = 1
-end
-return {won, read_ix(KEYS[1])}
-"""
-)
-
-# KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
-# claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
-# run id, child id, lease owner, lease ms (empty without a turn), votes needed, whether the answer
-# approves, this vote, then the audit entries of votes 1 .. needed - 1. An Approve of an approval
-# whose rule asks for another number of approvers than `needed` loses (fail closed: a caller that
-# forgot the rule must not let one person approve a two-person request). Then the answer as
-# `_ANSWER`, its audit entry with it;
-# then, only when this was the run's one interaction, the run paused and unclaimed and the lease
-# free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
-# interactions, or a busy thread, is resumed the long way, where the runtime claims it).
-# With several votes needed, a new voter's vote is appended to `votes` as text (decoding the list
-# is fine, re-encoding it would round the times); before the last vote that is all, and the last
-# answers with the voters' ids spliced into the answer object. Reply {won, ix, partial} then.
-_ANSWER_AND_CLAIM = (
-    _READ_IX
-    + _MARK_SETTLED
-    + _READ_LOG
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id', 'votes')
-if not v[1] then return {0} end
-local expires_at = tonumber(v[2])
-if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
-  return {0, read_ix(KEYS[1])}
-end
-local needed, answer = tonumber(ARGV[12]), ARGV[2]
-if ARGV[13] == '1' then
-  local rec = cjson.decode(redis.call('HGET', KEYS[1], 'rec'))
-  if rec.kind == 'approval' then
-    local rule, count = rec.payload.rule, 1
-    if rule ~= nil and rule ~= cjson.null then
-      if type(rule) ~= 'table' then return {0, read_ix(KEYS[1])} end
-      if rule.count ~= nil and rule.count ~= cjson.null then count = rule.count end
-    end
-    if type(count) ~= 'number' or count ~= needed then return {0, read_ix(KEYS[1])} end
-  end
-end
-if needed > 1 then
-  local votes = v[4] and cjson.decode(v[4]) or {}
-  local users = {}
-  for i, vote in ipairs(votes) do
-    if vote.user == ARGV[3] then return {0, read_ix(KEYS[1])} end
-    users[i] = vote.user
-  end
-  users[#users + 1] = ARGV[3]
-  if #votes == 0 then
-    redis.call('HSET', KEYS[1], 'votes', '[' .. ARGV[14] .. ']')
-  else
-    redis.call('HSET', KEYS[1], 'votes', string.sub(v[4], 1, -2) .. ',' .. ARGV[14] .. ']')
-  end
-  if #users < needed then
-    redis.call('LPUSH', KEYS[4], ARGV[14 + #users])
-    redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
-    return {1, read_ix(KEYS[1]), 1}
-  end
-  local sep = ','
-  if answer == '{}' then sep = '' end
-  answer = string.sub(answer, 1, -2) .. sep .. '"approvers":' .. cjson.encode(users) .. '}'
-end
-redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', answer,
-           'answered_by', ARGV[3], 'answered_at', ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[1])
-mark_settled(KEYS[1], KEYS[3], ARGV[5])
-redis.call('LPUSH', KEYS[4], ARGV[6])
-redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
-local ix = read_ix(KEYS[1])
-if #KEYS < 7 or v[3] ~= ARGV[8] then return {1, ix} end
-local own = redis.call('ZRANGE', KEYS[6], 0, -1)
-if #own ~= 1 or own[1] ~= ARGV[1] then return {1, ix} end
-local r = redis.call('HMGET', KEYS[5], 'rec', 'status', 'resumed_by')
-if not r[1] or r[2] ~= 'paused' or r[3] then return {1, ix} end
-local holder = redis.call('GET', KEYS[7])
-if holder and holder ~= ARGV[10] then return {1, ix} end
-redis.call('SET', KEYS[7], ARGV[10], 'PX', ARGV[11])
-redis.call('HSET', KEYS[5], 'resumed_by', ARGV[9])
-redis.call('ZREM', KEYS[3], ARGV[8])
-local log = read_log(r[1], KEYS[8])
-if not log then return {1, ix, r[1], ARGV[9]} end
-return {1, ix, r[1], ARGV[9], log[1], log[2]}
-"""
-)
-
-# KEYS: interaction, due, settled, audit, grant. ARGV: id, answer, answered_by, now, settled
-# TTL, audit entry, audit cap. `_ANSWER` with its audit entry, taken only while the grant is
-# neither revoked nor expired: a revoke and an answer under it are ordered by Redis itself.
-_ANSWER_UNDER_GRANT = (
-    _READ_IX
-    + _MARK_SETTLED
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
-if not v[1] then return {0} end
-local g = redis.call('HMGET', KEYS[5], 'expires_at', 'revoked_at')
-local now, expires_at = tonumber(ARGV[4]), tonumber(v[2])
-if v[1] ~= 'pending' or not expires_at or expires_at <= now
-   or not g[1] or g[2] or tonumber(g[1]) <= now then
-  return {0, read_ix(KEYS[1])}
-end
-redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
-           'answered_by', ARGV[3], 'answered_at', ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[1])
-mark_settled(KEYS[1], KEYS[3], ARGV[5])
-redis.call('LPUSH', KEYS[4], ARGV[6])
-redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
-return {1, read_ix(KEYS[1])}
-"""
-)
-
-_CLOSE = (
-    _READ_IX
-    + _MARK_SETTLED
-    + """
-local current = redis.call('HGET', KEYS[1], 'status')
-if not current then return {0} end
-local won = 0
-if current == 'pending' then
-  redis.call('HSET', KEYS[1], 'status', ARGV[2], 'answered_at', ARGV[3])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  mark_settled(KEYS[1], KEYS[3], ARGV[4])
-  won = 1
-end
-return {won, read_ix(KEYS[1])}
-"""
-)
-
-# KEYS: interaction, nudges; ARGV: id, kind, now. Fires a nudge once: only while the interaction
-# is pending and unexpired, the nudge due and not fired yet, and an escalation only after the
-# reminder.
-_MARK_NUDGED = (
-    _READ_IX
-    + _SCHEDULE
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'remind_at', 'escalate_at',
-                     'reminded_at', 'escalated_at')
-if not v[1] then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return {0}
-end
-local now, exp, won = tonumber(ARGV[3]), tonumber(v[2]), 0
-if v[1] == 'pending' and exp and exp > now then
-  if ARGV[2] == 'reminder' then
-    if v[3] and not v[5] and tonumber(v[3]) <= now then
-      redis.call('HSET', KEYS[1], 'reminded_at', ARGV[3])
-      won = 1
-    end
-  elseif v[4] and v[5] and not v[6] and tonumber(v[4]) <= now then
-    redis.call('HSET', KEYS[1], 'escalated_at', ARGV[3])
-    won = 1
-  end
-end
-schedule(KEYS[1], KEYS[2], ARGV[1])
-return {won, read_ix(KEYS[1])}
-"""
-)
-
-# KEYS: interaction, due, nudges, run, audit; ARGV: id, answered_by, run id, audit cap, how many
-# voters (n), the n voters, then their n audit entries. An answer goes back to pending only while
-# the run it would resume is paused and unclaimed. An answer of several votes keeps the votes of
-# everyone but the voters, and is taken back only when each of them has one; an answer without
-# votes only for its approver.
-_WITHDRAW = (
-    _READ_IX
-    + _SCHEDULE
-    + LUA_DROP_VOTES
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'answered_by', 'run_id', 'expires_at', 'votes')
-if not v[1] then return {0} end
-local r = redis.call('HMGET', KEYS[4], 'status', 'resumed_by')
-if v[1] ~= 'answered' or v[2] ~= ARGV[2] or v[3] ~= ARGV[3] or r[1] ~= 'paused' or r[2] then
-  return {0, read_ix(KEYS[1])}
-end
-local n, gone = tonumber(ARGV[5]), {}
-for i = 1, n do gone[ARGV[5 + i]] = true end
-local kept, dropped, total = false, 0, 0
-if v[5] then kept, dropped, total = drop_votes(v[5], gone) end
-if total == 0 then
-  if n ~= 1 or ARGV[6] ~= ARGV[2] then return {0, read_ix(KEYS[1])} end
-elseif dropped ~= n then
-  return {0, read_ix(KEYS[1])}
-end
-redis.call('HSET', KEYS[1], 'status', 'pending')
-redis.call('HDEL', KEYS[1], 'answer', 'answered_by', 'answered_at')
-set_votes(KEYS[1], kept)
-redis.call('ZADD', KEYS[2], v[4], ARGV[1])
-schedule(KEYS[1], KEYS[3], ARGV[1])
-for i = 1, n do redis.call('LPUSH', KEYS[5], ARGV[5 + n + i]) end
-redis.call('LTRIM', KEYS[5], 0, ARGV[4] - 1)
-return {1, read_ix(KEYS[1])}
-"""
-)
-
-# KEYS: interaction, audit; ARGV: user, audit entry, audit cap. Takes one person's vote back from
-# a pending interaction, with its audit entry; nothing when they have none there.
-_WITHDRAW_VOTE = (
-    _READ_IX
-    + LUA_DROP_VOTES
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'votes')
-if not v[1] then return {0} end
-if v[1] ~= 'pending' or not v[2] then return {0, read_ix(KEYS[1])} end
-local kept, dropped = drop_votes(v[2], {[ARGV[1]] = true})
-if dropped == 0 then return {0, read_ix(KEYS[1])} end
-set_votes(KEYS[1], kept)
-redis.call('LPUSH', KEYS[2], ARGV[2])
-redis.call('LTRIM', KEYS[2], 0, ARGV[3] - 1)
-return {1, read_ix(KEYS[1])}
-"""
-)
-
 # The scripts below read keys an index names. Every key a script touches is passed in KEYS (on a
 # cluster they must be, and in one slot), so the index is read first, in a call of its own.
 
@@ -561,25 +184,6 @@ for i = 2, #KEYS do
   local v = read_ix(KEYS[i])
   if v[1] then
     out[#out + 1] = ARGV[i - 1]; out[#out + 1] = v
-  else
-    redis.call('ZREM', KEYS[1], ARGV[i - 1])
-  end
-end
-return out
-"""
-)
-
-# KEYS: nudges, then the interactions; ARGV: their ids. Each pending one with its nudge times;
-# members answered, closed or gone are dropped from `nudges` on the way.
-_NUDGES_READ = (
-    _READ_IX
-    + """
-local out = {}
-for i = 2, #KEYS do
-  local v = read_ix(KEYS[i])
-  if v[1] and v[2] == 'pending' then
-    out[#out + 1] = ARGV[i - 1]; out[#out + 1] = v
-    out[#out + 1] = redis.call('HMGET', KEYS[i], 'remind_at', 'escalate_at')
   else
     redis.call('ZREM', KEYS[1], ARGV[i - 1])
   end
@@ -632,16 +236,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-_LOG_PLACEHOLDER = b'{"layout":2,"log":0,'
-"""How `encode_run(run, log=0)` starts; the save script puts the log's number in place of 0."""
-
 _SETTLED_BATCH = 100
 """Runs of the settled index read per batch (three round trips, a fourth to drop stale ones)."""
 
-_CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
-
-class RedisStore(RedisInbox, RedisGrants):
+class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
     """`Store` on Redis (redis-py's asyncio client); every call is one round trip.
 
     Build it with `RedisStore.from_url(url)` (a `?prefix=` query names the key namespace) or
@@ -675,13 +274,6 @@ class RedisStore(RedisInbox, RedisGrants):
         self._claim_run = client.register_script(_CLAIM_RUN)
         self._add = client.register_script(_ADD_INTERACTIONS)
         self._set_message = client.register_script(_SET_MESSAGE)
-        self._answer = client.register_script(_ANSWER)
-        self._answer_and_claim = client.register_script(_ANSWER_AND_CLAIM)
-        self._close = client.register_script(_CLOSE)
-        self._mark_nudged = client.register_script(_MARK_NUDGED)
-        self._withdraw = client.register_script(_WITHDRAW)
-        self._withdraw_vote = client.register_script(_WITHDRAW_VOTE)
-        self._nudges_read = client.register_script(_NUDGES_READ)
         self._hmget_many = client.register_script(_HMGET_MANY)
         self._due_read = client.register_script(_DUE_READ)
         self._runs_read = client.register_script(_RUNS_READ)
@@ -690,7 +282,8 @@ class RedisStore(RedisInbox, RedisGrants):
         self._home_opened = client.register_script(_HOME_OPENED)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
-        self._answer_under_grant = client.register_script(_ANSWER_UNDER_GRANT)
+        self._register_answers(client)
+        self._register_nudges(client)
         self._register_inbox(client)
         self._register_grants(client)
 
@@ -933,146 +526,6 @@ class RedisStore(RedisInbox, RedisGrants):
             )
         )
 
-    async def answer_interaction(
-        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
-    ) -> InteractionClaim:
-        """Claim a pending interaction for `answered_by`.
-
-        Lost when missing, not pending, or `expires_at <= now`. A late answer changes nothing:
-        the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
-        and the expiry sweep remains the one place that closes it and cancels its run.
-        """
-        check_now(now)
-        reply = await self._send(
-            self._answer(
-                keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-                args=[
-                    interaction_id,
-                    encode_answer(answer),
-                    answered_by,
-                    repr(float(now)),
-                    SETTLED_TTL,
-                ],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
-
-    async def answer_and_claim(
-        self,
-        interaction_id: str,
-        *,
-        answer: Any,
-        answered_by: str,
-        now: float,
-        audit: AuditEntry | Sequence[AuditEntry],
-        turn: TurnClaim | None = None,
-        needed: int = 1,
-    ) -> AnswerClaim:
-        """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
-        thread's lease, in one script."""
-        check_now(now)
-        entries = vote_audits(audit, needed=needed, answer=answer)
-        keys = [
-            self._keys.interaction(interaction_id),
-            self._keys.due,
-            self._keys.settled,
-            self._keys.audit,
-        ]
-        args: list[str | bytes | int] = [
-            interaction_id,
-            encode_answer(answer),
-            answered_by,
-            repr(float(now)),
-            SETTLED_TTL,
-            encode_audit(entries[-1]),
-            AUDIT_CAP,
-        ]
-        turn_args: list[str | bytes | int] = ["", "", "", ""]
-        if turn is not None:
-            if not turn.child_id:
-                raise UsageError("`child_id` must be a non-empty run id")
-            lease = turn.lease
-            keys += [
-                self._keys.run(turn.run_id),
-                self._keys.run_interactions(turn.run_id),
-                self._keys.thread_lease(lease.channel, lease.thread_ts),
-                self._keys.transcripts,
-            ]
-            turn_args = [
-                turn.run_id,
-                turn.child_id,
-                lease.owner,
-                lease_millis(lease.owner, turn.lease_ttl),
-            ]
-        args += turn_args
-        args += [
-            needed,
-            int(approves(answer)),
-            encode_vote(Vote(user=answered_by, at=float(now))),
-        ]
-        args += [encode_audit(entry) for entry in entries[:-1]]
-        reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
-        claim = self._interaction_claim(interaction_id, reply)
-        if len(reply) == 3:
-            return AnswerClaim(won=claim.won, record=claim.record, partial=True)
-        run: RunRecord | None = None
-        if turn is not None and len(reply) >= 4:
-            run = _decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[2:])
-        return AnswerClaim(won=claim.won, record=claim.record, run=run)
-
-    async def answer_under_grant(
-        self,
-        interaction_id: str,
-        *,
-        grant_id: str,
-        answer: Any,
-        answered_by: str,
-        now: float,
-        audit: AuditEntry,
-    ) -> InteractionClaim:
-        """The answer and its audit entry, in one script that checks the grant too."""
-        check_now(now)
-        keys = self._keys
-        reply = await self._send(
-            self._answer_under_grant(
-                keys=[
-                    keys.interaction(interaction_id),
-                    keys.due,
-                    keys.settled,
-                    keys.audit,
-                    keys.grant(grant_id),
-                ],
-                args=[
-                    interaction_id,
-                    encode_answer(answer),
-                    answered_by,
-                    repr(float(now)),
-                    SETTLED_TTL,
-                    encode_audit(audit),
-                    AUDIT_CAP,
-                ],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
-
-    async def close_interaction(
-        self, interaction_id: str, *, status: InteractionStatus, now: float
-    ) -> InteractionClaim:
-        """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
-        if status not in _CLOSING:
-            raise UsageError(f"cannot close an interaction as {status!r}")
-        check_now(now)
-        reply = await self._send(
-            self._close(
-                keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-                args=[interaction_id, status, repr(float(now)), SETTLED_TTL],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
-
     def _interaction_claim(self, interaction_id: str, reply: Sequence[Any]) -> InteractionClaim:
         if len(reply) == 1:
             return InteractionClaim(won=False, record=None)
@@ -1095,101 +548,6 @@ class RedisStore(RedisInbox, RedisGrants):
             )
         )
         return [record for record in self._decode_many(reply) if record.status == "pending"]
-
-    async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
-        check_now(now)
-        if limit <= 0:
-            return []
-        found: list[Nudge] = []
-        offset = 0
-        # Members past their expiry stay in `nudges` until the expiry sweep closes them; they
-        # are skipped here, so a page may hold fewer than `limit` due ones.
-        while len(found) < limit:
-            page = self._live().zrangebyscore(
-                self._keys.nudges, "-inf", repr(float(now)), offset, limit
-            )
-            ids = [text(i) for i in await self._send(page)]
-            if not ids:
-                break
-            offset += len(ids)
-            reply = await self._send(
-                self._nudges_read(
-                    keys=[self._keys.nudges, *(self._keys.interaction(i) for i in ids)],
-                    args=ids,
-                    client=self._live(),
-                )
-            )
-            # Dropped members shift the ones after them: read again from where they were.
-            offset -= len(ids) - len(reply) // 3
-            for i in range(0, len(reply), 3):
-                record = self._decode_ix(text(reply[i]), reply[i + 1])
-                remind_at, escalate_at = (_time(value) for value in reply[i + 2])
-                nudge = next_nudge(record, remind_at, escalate_at, now)
-                if nudge is not None:
-                    found.append(nudge)
-            if len(ids) < limit:
-                break
-        return found[:limit]
-
-    async def mark_nudged(
-        self, interaction_id: str, kind: NudgeKind, *, now: float
-    ) -> InteractionClaim:
-        if kind not in NUDGE_KINDS:
-            raise UsageError(f"{kind!r} is not a nudge (reminder or escalation)")
-        check_now(now)
-        reply = await self._send(
-            self._mark_nudged(
-                keys=[self._keys.interaction(interaction_id), self._keys.nudges],
-                args=[interaction_id, kind, repr(float(now))],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
-
-    async def withdraw_answer(
-        self,
-        interaction_id: str,
-        *,
-        answered_by: str,
-        run_id: str,
-        audit: AuditEntry | Sequence[AuditEntry],
-        voters: Sequence[str] | None = None,
-    ) -> InteractionClaim:
-        names, entries = withdrawal_audits(audit, voters=voters, answered_by=answered_by)
-        reply = await self._send(
-            self._withdraw(
-                keys=[
-                    self._keys.interaction(interaction_id),
-                    self._keys.due,
-                    self._keys.nudges,
-                    self._keys.run(run_id),
-                    self._keys.audit,
-                ],
-                args=[
-                    interaction_id,
-                    answered_by,
-                    run_id,
-                    AUDIT_CAP,
-                    len(names),
-                    *names,
-                    *(encode_audit(entry) for entry in entries),
-                ],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
-
-    async def withdraw_vote(
-        self, interaction_id: str, *, user: str, audit: AuditEntry
-    ) -> InteractionClaim:
-        reply = await self._send(
-            self._withdraw_vote(
-                keys=[self._keys.interaction(interaction_id), self._keys.audit],
-                args=[user, encode_audit(audit), AUDIT_CAP],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
 
     async def pending_count(self) -> int:
         """ZCARD of `due`: an answer or a close removes the interaction from it."""
@@ -1355,10 +713,6 @@ class RedisStore(RedisInbox, RedisGrants):
         return [decode_audit(value, key=f"{key}[{index}]") for index, value in enumerate(values)]
 
 
-def _time(value: Any) -> float | None:
-    return None if value is None else float(text(value))
-
-
 def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:
     """No interaction of the run pending, and one answered or closed; ids since re-added by
     another run, or gone, do not count."""
@@ -1368,21 +722,3 @@ def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:
         if status is not None and owner is not None and text(owner) == run_id
     ]
     return bool(own) and "pending" not in own
-
-
-def _decode_loaded(key: str, run_id: str, reply: list[Any]) -> RunRecord:
-    """The run of a script that read it with `read_log`: record, resumed_by, and for layout 2
-    the log's name and its messages."""
-    rec, resumed_by = reply[0], reply[1]
-    if not is_layout2(rec):
-        return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
-    if len(reply) < 4 or reply[2] is None:
-        raise CorruptRecordError(key, "run", "it names no readable transcript log")
-    return decode_run(
-        rec,
-        key=key,
-        run_id=run_id,
-        resumed_by=resumed_by,
-        transcript=[reply[3]] if reply[3] else [],
-        log_name=text(reply[2]),
-    )

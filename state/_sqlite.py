@@ -11,39 +11,29 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import pydantic_core
-
-from ._approval import approval_of
 from ._codec import (
     INTERACTION_OVERLAY,
-    approves,
     check_interaction_times,
     check_now,
     decode_audit,
-    decode_interaction,
     decode_run,
     decode_stop,
-    encode_answer,
     encode_audit,
     encode_interaction,
     encode_run,
     encode_stop,
-    encode_vote,
     inline,
-    is_layout2,
     lease_millis,
     own_messages,
-    vote_audits,
 )
-from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
+from ._errors import StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
@@ -54,27 +44,31 @@ from ._keys import (
     THREAD_TTL,
     interaction_ttl,
 )
-from ._nudges import NUDGE_KINDS, next_nudge, nudge_times, unfired
+from ._nudges import nudge_times, unfired
 from ._records import (
-    AnswerClaim,
     AuditEntry,
     InteractionClaim,
     InteractionRecord,
-    InteractionStatus,
-    Nudge,
-    NudgeKind,
     RunClaim,
     RunRecord,
     ThreadStop,
-    TurnClaim,
-    Vote,
 )
-from ._sqlite_grants import GRANT_ACTIVE, GRANT_SCHEMA, SQLiteGrants
+from ._sqlite_answers import ACQUIRE_THREAD as _ACQUIRE_THREAD
+from ._sqlite_answers import SQLiteAnswers
+from ._sqlite_grants import GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
+from ._sqlite_ix import IX_COLUMNS as _IX_COLUMNS
+from ._sqlite_ix import SELECT_IX as _SELECT_IX
+from ._sqlite_ix import decode_ix as _decode_ix
+from ._sqlite_log import LOAD_RUN as _LOAD_RUN
+from ._sqlite_log import UPSERT_RUN as _UPSERT_RUN
+from ._sqlite_log import decode_loaded as _decode_loaded
+from ._sqlite_log import save_appended as _save_appended
+from ._sqlite_nudges import SQLiteNudges
+from ._sqlite_nudges import add_nudge_columns as _add_nudge_columns
 from ._sqlite_tx import append_audit as _append_audit
 from ._sqlite_tx import transaction as _transaction
 from ._url import Synchronous, sqlite_options
-from ._withdrawal import drop_votes, withdrawal_audits
 
 __all__ = ["SQLiteStore"]
 
@@ -193,15 +187,6 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 """
 
-_NUDGE_COLUMNS = ("remind_at", "escalate_at", "reminded_at", "escalated_at")
-"""Columns of `interactions` added after the table first shipped: a file created before them
-gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL for the rows it holds: no nudges)."""
-
-_NUDGE_INDEX = """
-CREATE INDEX IF NOT EXISTS interactions_nudges
-    ON interactions (remind_at, escalate_at) WHERE status = 'pending' AND remind_at IS NOT NULL
-"""
-
 _PRUNED = (
     "runs",
     "transcript_logs",
@@ -217,24 +202,6 @@ _PRUNED = (
     "grants",
 )
 
-# A layout-2 record names its log by row id; its messages are the chunks of that log before its
-# `length`, each chunk the messages one save appended, joined by newlines (compact JSON has none).
-_LOAD_RUN = """
-WITH r AS (
-    SELECT rec, resumed_by, status,
-        CASE WHEN substr(rec, 1, 12) = '{"layout":2,' AND json_valid(rec)
-            THEN json_extract(rec, '$.log') END AS log,
-        CASE WHEN substr(rec, 1, 12) = '{"layout":2,' AND json_valid(rec)
-            THEN json_extract(rec, '$.length') END AS length
-    FROM runs WHERE run_id = ?
-)
-SELECT r.rec, r.resumed_by, r.status, l.name, c.pos, c.messages
-FROM r
-LEFT JOIN transcript_logs AS l ON l.id = r.log
-LEFT JOIN transcripts AS c ON c.log = l.id AND c.pos < r.length
-ORDER BY c.pos
-"""
-
 _CLAIMED_RUN = """
 SELECT r.rec, r.resumed_by, r.status, l.name FROM runs AS r
 LEFT JOIN transcript_logs AS l ON l.id = CASE
@@ -242,29 +209,6 @@ LEFT JOIN transcript_logs AS l ON l.id = CASE
     THEN json_extract(r.rec, '$.log') END
 WHERE r.run_id = ?
 """
-
-_UPSERT_RUN = """
-INSERT INTO runs (run_id, status, resumed_by, rec, keep_until) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, rec = excluded.rec,
-    keep_until = excluded.keep_until, resumed_by = coalesce(runs.resumed_by, excluded.resumed_by)
-"""
-
-_UPSERT_LOG = """
-INSERT INTO transcript_logs (name, keep_until) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET keep_until = max(keep_until, excluded.keep_until)
-RETURNING id
-"""
-
-# The chunk holding position `base` (or the last one before it) and every chunk after it.
-_LOG_TAIL = """
-SELECT pos, messages FROM transcripts
-WHERE log = ? AND pos >= coalesce(
-    (SELECT max(pos) FROM transcripts WHERE log = ? AND pos <= ?), 0)
-ORDER BY pos
-"""
-
-_IX_COLUMNS = ", ".join(("interaction_id", "rec", *INTERACTION_OVERLAY))
-_SELECT_IX = f"SELECT {_IX_COLUMNS} FROM interactions WHERE interaction_id = ?"
 
 # A pending record added again keeps `reminded_at` and `escalated_at`: a request's nudges fire
 # once, however often its run pauses on it.
@@ -286,57 +230,6 @@ _INDEX_IX = """
 INSERT INTO run_interactions (run_id, interaction_id, keep_until) VALUES (?, ?, ?)
 ON CONFLICT (run_id, interaction_id) DO UPDATE SET keep_until = excluded.keep_until
 """
-
-# A late answer (`expires_at <= now`) matches no row and so changes nothing: the record stays
-# `pending` for the expiry sweep, which closes it and cancels its run.
-_ANSWER = f"""
-UPDATE interactions SET status = 'answered', answer = ?, answered_by = ?, answered_at = ?
-WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
-RETURNING {_IX_COLUMNS}
-"""
-
-_CLOSE = f"""
-UPDATE interactions SET status = ?, answered_at = ?
-WHERE interaction_id = ? AND status = 'pending'
-RETURNING {_IX_COLUMNS}
-"""
-
-_NUDGES = f"""
-SELECT {_IX_COLUMNS}, remind_at, escalate_at FROM interactions
-WHERE status = 'pending' AND remind_at IS NOT NULL AND expires_at > ? AND (
-    (reminded_at IS NULL AND remind_at <= ?)
-    OR (reminded_at IS NOT NULL AND escalated_at IS NULL AND escalate_at <= ?)
-)
-ORDER BY CASE WHEN reminded_at IS NULL THEN remind_at ELSE escalate_at END, interaction_id
-LIMIT ?
-"""
-
-_MARK_REMINDED = f"""
-UPDATE interactions SET reminded_at = ?
-WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
-    AND reminded_at IS NULL AND remind_at <= ?
-RETURNING {_IX_COLUMNS}
-"""
-
-_MARK_ESCALATED = f"""
-UPDATE interactions SET escalated_at = ?
-WHERE interaction_id = ? AND status = 'pending' AND expires_at > ?
-    AND reminded_at IS NOT NULL AND escalated_at IS NULL AND escalate_at <= ?
-RETURNING {_IX_COLUMNS}
-"""
-
-_WITHDRAW = f"""
-UPDATE interactions
-SET status = 'pending', answer = NULL, answered_by = NULL, answered_at = NULL, votes = ?
-WHERE interaction_id = ? AND status = 'answered' AND answered_by = ? AND run_id = ?
-    AND EXISTS (
-        SELECT 1 FROM runs WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL
-    )
-RETURNING {_IX_COLUMNS}
-"""
-
-_SELECT_VOTES = "SELECT votes, status FROM interactions WHERE interaction_id = ?"
-_SET_VOTES = "UPDATE interactions SET votes = ? WHERE interaction_id = ?"
 
 _RUN_IX = f"""
 SELECT {", ".join(f"i.{name}" for name in ("interaction_id", "rec", *INTERACTION_OVERLAY))}
@@ -382,121 +275,6 @@ ORDER BY r.run_id
 LIMIT ?
 """
 
-# One statement, so SQLite's write lock makes it atomic across processes: the row is inserted, or
-# taken over only when its lease has ended (`keep_until <= now`) or is the same owner's.
-_ACQUIRE_THREAD = """
-INSERT INTO thread_leases (channel, thread_ts, owner, keep_until) VALUES (?, ?, ?, ?)
-ON CONFLICT (channel, thread_ts) DO UPDATE SET
-    owner = excluded.owner, keep_until = excluded.keep_until
-WHERE thread_leases.keep_until <= ? OR thread_leases.owner = excluded.owner
-"""
-
-_CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
-
-
-@dataclass(kw_only=True, frozen=True)
-class _Ballot:
-    """One vote of several, as `answer_and_claim` counts it."""
-
-    user: str
-    vote: str
-    """The vote as `encode_vote` writes it."""
-    answer: dict[str, Any]
-    audits: list[str]
-    """The encoded audit entries, the k-th for the k-th vote."""
-
-
-def _decode_ix(row: tuple[Any, ...]) -> InteractionRecord:
-    interaction_id = row[0]
-    return decode_interaction(
-        row[1],
-        key=f"interactions/{interaction_id}",
-        interaction_id=interaction_id,
-        overlay=dict(zip(INTERACTION_OVERLAY, row[2:], strict=True)),
-    )
-
-
-def _save_appended(
-    conn: sqlite3.Connection, run: RunRecord, messages: list[str], keep_until: float
-) -> bool:
-    """Append the run's new messages to its log and write its record; False (nothing written)
-    when the log holds other messages where the run's own belong."""
-    assert run.transcript_id is not None
-    (log,) = conn.execute(_UPSERT_LOG, (run.transcript_id, keep_until)).fetchone()
-    stored: list[str] = []
-    start = length = 0
-    for pos, chunk in conn.execute(_LOG_TAIL, (log, log, run.base)).fetchall():
-        if not stored:
-            start = pos
-        stored += chunk.split("\n")
-    length = start + len(stored)
-    if length < run.base:
-        return False
-    have = min(length - run.base, len(messages))
-    offset = run.base - start
-    if stored[offset : offset + have] != messages[:have]:
-        return False
-    if have < len(messages):
-        conn.execute(
-            "INSERT INTO transcripts (log, pos, messages) VALUES (?, ?, ?)",
-            (log, length, "\n".join(messages[have:])),
-        )
-    rec = encode_run(run, log=log, status=False).decode()
-    conn.execute(_UPSERT_RUN, (run.run_id, run.status, run.resumed_by, rec, keep_until))
-    return True
-
-
-def _decode_loaded(run_id: str, rows: list[Any]) -> RunRecord | None:
-    """The run of `_LOAD_RUN`'s rows: the record and, for layout 2, its transcript."""
-    if not rows:
-        return None
-    rec, resumed_by, status, name = rows[0][:4]
-    key = f"runs/{run_id}"
-    if not is_layout2(rec):
-        return decode_run(rec, key=key, run_id=run_id, resumed_by=resumed_by)
-    if name is None:
-        raise CorruptRecordError(key, "run", "its transcript log is gone")
-    return decode_run(
-        rec,
-        key=key,
-        run_id=run_id,
-        resumed_by=resumed_by,
-        transcript=[row[5] for row in rows if row[5] is not None],
-        status=status,
-        log_name=name,
-    )
-
-
-def _claim_turn(
-    conn: sqlite3.Connection, interaction_id: str, turn: TurnClaim, lease_until: float
-) -> Any:
-    """Inside the answer's transaction: claim the run and take the thread's lease when the
-    answered interaction was the run's only one and both are free; the run's row, or None."""
-    own = conn.execute(
-        "SELECT i.interaction_id FROM run_interactions AS r"
-        " JOIN interactions AS i ON i.interaction_id = r.interaction_id"
-        " WHERE r.run_id = ? AND i.run_id = ?",
-        (turn.run_id, turn.run_id),
-    ).fetchall()
-    if [row[0] for row in own] != [interaction_id]:
-        return None
-    run = conn.execute(
-        "SELECT 1 FROM runs WHERE run_id = ? AND status = 'paused' AND resumed_by IS NULL",
-        (turn.run_id,),
-    ).fetchone()
-    if run is None:
-        return None
-    lease, now = turn.lease, time.time()
-    taken = conn.execute(
-        _ACQUIRE_THREAD, (lease.channel, lease.thread_ts, lease.owner, lease_until, now)
-    ).rowcount
-    if taken != 1:
-        return None
-    # Checked above in this transaction, which holds the write lock: the claim cannot lose.
-    conn.execute("UPDATE runs SET resumed_by = ? WHERE run_id = ?", (turn.child_id, turn.run_id))
-    # The whole run, transcript included, as `load_run` reads it: the resume needs no other read.
-    return conn.execute(_LOAD_RUN, (turn.run_id,)).fetchall()
-
 
 _ADDED_COLUMNS = (("interactions", "votes", "TEXT"),)
 """Columns added since a table was first created: a file written before gets them on open."""
@@ -507,61 +285,6 @@ def _add_columns(conn: sqlite3.Connection) -> None:
         have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-
-
-def _rule_needs(conn: sqlite3.Connection, interaction_id: str, needed: int) -> bool:
-    """Inside the answer's transaction, for an Approve: False when the interaction is an
-    approval whose rule asks for another number of approvers than `needed`, or whose rule does
-    not read back (fail closed: a caller that forgot the rule must not let one person approve a
-    two-person request)."""
-    row = conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-    if row is None:
-        return True  # the answer that follows finds nothing and loses
-    try:
-        rule = approval_of(_decode_ix(row))
-    except CorruptRecordError:
-        return False
-    return rule is None or rule.count == needed
-
-
-def _vote(
-    conn: sqlite3.Connection, interaction_id: str, ballot: _Ballot, now: float
-) -> tuple[str, Any]:
-    """Inside the answer's transaction: count `ballot.user`'s vote. `("lost", None)` when the
-    interaction is not pending (or gone) or the person voted already, `("partial", None)` when
-    more votes are needed, else `("last", answer JSON with the voters' ids)`."""
-    row = conn.execute(
-        "SELECT status, expires_at, votes FROM interactions WHERE interaction_id = ?",
-        (interaction_id,),
-    ).fetchone()
-    if row is None or row[0] != "pending" or row[1] <= now:
-        return "lost", None
-    stored: str | None = row[2]
-    try:
-        votes = pydantic_core.from_json(stored) if stored else []
-        users = [str(vote["user"]) for vote in votes]
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CorruptRecordError(f"interactions/{interaction_id}", "votes", str(exc)) from exc
-    if ballot.user in users:
-        return "lost", None
-    users.append(ballot.user)
-    # Appended as text, as the Redis script does: the stored votes are never re-encoded.
-    text = f"{stored[:-1]},{ballot.vote}]" if votes and stored else f"[{ballot.vote}]"
-    conn.execute(
-        "UPDATE interactions SET votes = ? WHERE interaction_id = ?", (text, interaction_id)
-    )
-    if len(users) < len(ballot.audits):
-        _append_audit(conn, ballot.audits[len(users) - 1])
-        return "partial", None
-    return "last", pydantic_core.to_json({**ballot.answer, "approvers": users}).decode()
-
-
-def _add_nudge_columns(conn: sqlite3.Connection) -> None:
-    have = {row[1] for row in conn.execute("PRAGMA table_info(interactions)")}
-    for column in _NUDGE_COLUMNS:
-        if column not in have:
-            conn.execute(f"ALTER TABLE interactions ADD COLUMN {column} REAL")
-    conn.execute(_NUDGE_INDEX)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -581,7 +304,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         time.sleep(0.01)
 
 
-class SQLiteStore(SQLiteInbox, SQLiteGrants):
+class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
     """`Store` on an SQLite file (or `:memory:`); the schema is created on open.
 
     `SQLiteStore(path)` opens it now; `SQLiteStore.from_url("sqlite:///handback.db")` reads an
@@ -807,108 +530,6 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
             )
         )
 
-    async def answer_interaction(
-        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
-    ) -> InteractionClaim:
-        """Claim a pending interaction for `answered_by`.
-
-        Lost when missing, not pending, or `expires_at <= now`. A late answer changes nothing:
-        the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
-        and the expiry sweep remains the one place that closes it and cancels its run.
-        """
-        check_now(now)
-        params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
-        return await self._claim_interaction(interaction_id, _ANSWER, params)
-
-    async def answer_and_claim(
-        self,
-        interaction_id: str,
-        *,
-        answer: Any,
-        answered_by: str,
-        now: float,
-        audit: AuditEntry | Sequence[AuditEntry],
-        turn: TurnClaim | None = None,
-        needed: int = 1,
-    ) -> AnswerClaim:
-        """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
-        thread's lease, in one `BEGIN IMMEDIATE` transaction."""
-        check_now(now)
-        checked = vote_audits(audit, needed=needed, answer=answer)
-        entries = [encode_audit(entry).decode() for entry in checked]
-        if turn is not None and not turn.child_id:
-            raise UsageError("`child_id` must be a non-empty run id")
-        approving = approves(answer)
-        ballot = None
-        if needed > 1:
-            vote = encode_vote(Vote(user=answered_by, at=float(now))).decode()
-            ballot = _Ballot(user=answered_by, vote=vote, answer=answer, audits=entries)
-        lease_until = None
-        if turn is not None:
-            lease_until = time.time() + lease_millis(turn.lease.owner, turn.lease_ttl) / 1000
-
-        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any, bool]:
-            answered = encode_answer(answer).decode()
-            if approving and not _rule_needs(conn, interaction_id, needed):
-                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None, False
-            if ballot is not None:
-                outcome, answered = _vote(conn, interaction_id, ballot, now)
-                if outcome != "last":
-                    row = conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-                    return outcome == "partial", row, None, outcome == "partial"
-            params = (answered, answered_by, now, interaction_id, now)
-            rows = conn.execute(_ANSWER, params).fetchall()
-            if not rows:
-                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone(), None, False
-            _append_audit(conn, entries[-1])
-            if turn is None or lease_until is None:
-                return True, rows[0], None, False
-            return True, rows[0], _claim_turn(conn, interaction_id, turn, lease_until), False
-
-        won, row, run_row, partly = await self._call(
-            lambda conn: _transaction(conn, partial(claim, conn))
-        )
-        record = None if row is None else _decode_ix(row)
-        run: RunRecord | None = None
-        if turn is not None and run_row is not None:
-            run = _decode_loaded(turn.run_id, run_row)
-        return AnswerClaim(won=won, record=record, run=run, partial=partly)
-
-    async def answer_under_grant(
-        self,
-        interaction_id: str,
-        *,
-        grant_id: str,
-        answer: Any,
-        answered_by: str,
-        now: float,
-        audit: AuditEntry,
-    ) -> InteractionClaim:
-        """The answer and its audit entry, in one transaction that checks the grant first."""
-        check_now(now)
-        answer_params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
-        entry = encode_audit(audit).decode()
-
-        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
-            if conn.execute(GRANT_ACTIVE, (grant_id, now)).fetchone() is not None:
-                rows = conn.execute(_ANSWER, answer_params).fetchall()
-                if rows:
-                    _append_audit(conn, entry)
-                    return True, rows[0]
-            return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-
-        won, row = await self._call(lambda conn: _transaction(conn, partial(claim, conn)))
-        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
-
-    async def close_interaction(
-        self, interaction_id: str, *, status: InteractionStatus, now: float
-    ) -> InteractionClaim:
-        """Move a pending interaction to `status`; `now` is kept as its `answered_at`."""
-        if status not in _CLOSING:
-            raise UsageError(f"cannot close an interaction as {status!r}")
-        check_now(now)
-        return await self._claim_interaction(interaction_id, _CLOSE, (status, now, interaction_id))
-
     async def _claim_interaction(
         self, interaction_id: str, update: str, params: tuple[Any, ...]
     ) -> InteractionClaim:
@@ -934,82 +555,6 @@ class SQLiteStore(SQLiteInbox, SQLiteGrants):
             return conn.execute(_DUE, (now, limit)).fetchall()
 
         return [_decode_ix(row) for row in await self._call(due)]
-
-    async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
-        check_now(now)
-        if limit <= 0:
-            return []
-        params = (now, now, now, limit)
-        rows = await self._call(lambda conn: conn.execute(_NUDGES, params).fetchall())
-        found = []
-        for row in rows:
-            *ix, remind_at, escalate_at = row
-            nudge = next_nudge(_decode_ix(tuple(ix)), remind_at, escalate_at, now)
-            if nudge is not None:
-                found.append(nudge)
-        return found
-
-    async def mark_nudged(
-        self, interaction_id: str, kind: NudgeKind, *, now: float
-    ) -> InteractionClaim:
-        if kind not in NUDGE_KINDS:
-            raise UsageError(f"{kind!r} is not a nudge (reminder or escalation)")
-        check_now(now)
-        update = _MARK_REMINDED if kind == "reminder" else _MARK_ESCALATED
-        params = (now, interaction_id, now, now)
-        return await self._claim_interaction(interaction_id, update, params)
-
-    async def withdraw_answer(
-        self,
-        interaction_id: str,
-        *,
-        answered_by: str,
-        run_id: str,
-        audit: AuditEntry | Sequence[AuditEntry],
-        voters: Sequence[str] | None = None,
-    ) -> InteractionClaim:
-        """The votes checked and dropped, the answer cleared and the audit written, in one
-        `BEGIN IMMEDIATE` transaction."""
-        names, checked = withdrawal_audits(audit, voters=voters, answered_by=answered_by)
-        entries = [encode_audit(entry).decode() for entry in checked]
-        key = f"interactions/{interaction_id}"
-
-        def withdraw(conn: sqlite3.Connection) -> tuple[bool, Any]:
-            stored = conn.execute(_SELECT_VOTES, (interaction_id,)).fetchone()
-            kept, dropped, total = drop_votes(stored[0] if stored else None, names, key=key)
-            # Votes: each voter named must have one. None: only the approver's own answer.
-            taken = dropped == len(names) if total else names == [answered_by]
-            if not taken:
-                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-            params = (kept, interaction_id, answered_by, run_id, run_id)
-            rows = conn.execute(_WITHDRAW, params).fetchall()
-            if not rows:
-                return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-            for entry in entries:
-                _append_audit(conn, entry)
-            return True, rows[0]
-
-        won, row = await self._call(lambda conn: _transaction(conn, partial(withdraw, conn)))
-        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
-
-    async def withdraw_vote(
-        self, interaction_id: str, *, user: str, audit: AuditEntry
-    ) -> InteractionClaim:
-        entry = encode_audit(audit).decode()
-        key = f"interactions/{interaction_id}"
-
-        def withdraw(conn: sqlite3.Connection) -> tuple[bool, Any]:
-            row = conn.execute(_SELECT_VOTES, (interaction_id,)).fetchone()
-            if row is not None and row[1] == "pending":
-                kept, dropped, _ = drop_votes(row[0], [user], key=key)
-                if dropped:
-                    conn.execute(_SET_VOTES, (kept, interaction_id))
-                    _append_audit(conn, entry)
-                    return True, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-            return False, conn.execute(_SELECT_IX, (interaction_id,)).fetchone()
-
-        won, row = await self._call(lambda conn: _transaction(conn, partial(withdraw, conn)))
-        return InteractionClaim(won=won, record=None if row is None else _decode_ix(row))
 
     async def pending_count(self) -> int:
         """Counted on the partial index of pending interactions."""

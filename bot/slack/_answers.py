@@ -39,7 +39,10 @@ from ._conversation import Conversations, Thread, TurnHold
 from ._expiry import EXPIRED_REASON
 from ._grants import revoke_grant
 from ._home import NOT_IN_HOME, Home
-from ._policy import AnswerPolicy, GroupMembers, read_once
+from ._policy import AnswerPolicy, GroupMembers
+from ._recheck import Recheck
+from ._refusal import Refusal
+from ._votes import Votes, voted, votes_needed
 from ._worker import Work
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck", "user_and_channel"]
@@ -53,14 +56,8 @@ _ELSEWHERE = "This control does not belong to a request in this channel."
 _EDIT_DETAIL_LIMIT = 4000
 """Characters of audit detail for an edited approval, which holds the arguments twice."""
 
-_RULE_UNREADABLE = "This request's approval rule cannot be read, so nobody can approve it."
-
 _DENY_ACTIONS = frozenset({blocks.ACTION_DENY, blocks.ACTION_DENY_REASON})
 """Controls whose only possible answer is a Deny."""
-
-
-class Refusal(Exception):
-    """Why a person's answer was not taken; the message is shown to them as is."""
 
 
 @dataclass(kw_only=True)
@@ -105,6 +102,17 @@ class Answers:
         """Publishes App Home views: clicks made there are answered there."""
         self._settled_before: set[str] = set()
         """Runs the last patient `recover()` found settled."""
+        self._recheck = Recheck(
+            store=store,
+            chat=chat,
+            conversations=conversations,
+            policy=policy,
+            fresh_members=self.fresh_members,
+            clock=clock,
+        )
+        self._votes = Votes(
+            store=store, conversations=conversations, recheck=self._recheck, refuse=self._refuse
+        )
 
     # ---------------------------------------------------------------- checks
 
@@ -500,11 +508,11 @@ class Answers:
         """
         note: str | None = None
         try:
-            needed = _votes_needed(record, answer)
+            needed = votes_needed(record, answer)
         except Refusal as error:
             refusal: str | None = str(error)
         else:
-            refusal, note = await self._refusal_now(record, user=user, answer=answer)
+            refusal, note = await self._recheck.refusal_now(record, user=user, answer=answer)
         if refusal is not None:
             await self._refuse(
                 user=user,
@@ -563,9 +571,11 @@ class Answers:
             stored is not None
             and stored.status == "pending"
             and stored.expires_at > now
-            and _voted(stored, user)
+            and voted(stored, user)
         ):
-            await self._counted(stored, user=user, partial=claim.partial, work=work, note=note)
+            await self._votes.counted(
+                stored, user=user, partial=claim.partial, work=work, note=note
+            )
             return
         if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
             await self.conversations.show_closed(stored)
@@ -596,98 +606,6 @@ class Answers:
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
         )
-
-    # ------------------------------------------------- approvals checked again
-
-    async def _refusal_now(
-        self, record: InteractionRecord, *, user: str, answer: Any
-    ) -> tuple[str | None, str | None]:
-        """The policy once more for an approval about to be claimed, with user groups read
-        fresh (each group once): the click was checked against a cached membership, and this
-        claim may resume the run at once. `(why this person may not answer, or None; the note
-        on votes withdrawn meanwhile, or None)`; `(None, None)` for anything that is not a
-        pending approval.
-
-        An Approve of a rule that needs several approvers is counted with the votes already in,
-        so every earlier voter is checked too, and the vote of each who may no longer approve
-        is withdrawn first (audited; the card says so): the click then counts as what it now
-        is, and the tool never runs on fewer valid approvals than the rule asks."""
-        if record.kind != "approval" or record.status != "pending":
-            return None, None
-        members = read_once(self.fresh_members)
-        denying = not _approves(answer)
-        note = None if denying else await self._withdraw_votes(record, members)
-        refusal = await self.policy.refusal(record, user, members, denying=denying)
-        return refusal, note
-
-    async def _withdraw_votes(self, record: InteractionRecord, members: GroupMembers) -> str | None:
-        """Withdraw, in the store, the votes in `record` that no longer count, and show the card
-        with what is left and a note saying whose went and why (the note, or None when none
-        went). A vote another click withdrew first is not said twice."""
-        gone = await self.policy.withdrawals(record, members)
-        said: dict[str, str] = {}
-        reopened: InteractionRecord | None = None
-        for voter, reason in gone.items():
-            claim = await self.store.withdraw_vote(
-                record.interaction_id, user=voter, audit=self._withdrawal(record, voter, reason)
-            )
-            if claim.won and claim.record is not None:
-                log.info("withdrew %s's vote on %s: %s", voter, record.interaction_id, reason)
-                said[voter] = reason
-                reopened = claim.record
-        if reopened is None:
-            return None
-        note = _withdrawal_note(said)
-        await self._show_reopened(reopened, note)
-        return note
-
-    async def _withdraw_unallowed(self, records: list[InteractionRecord]) -> bool:
-        """Check every approval a run would resume with against the policy as it is now (user
-        groups read fresh): each approver of an answered approval, every voter of one that needs
-        several. Those that no longer count are withdrawn in the store (the votes of the others
-        stay; back to pending, audited, only while the run is unclaimed) and the card reopened
-        with a note. True when any did not count: the run then stays paused, waiting for more
-        approvals."""
-        refused = False
-        members = read_once(self.fresh_members)
-        for record in records:
-            gone = await self.policy.withdrawals(record, members)
-            if not gone or record.answered_by is None:
-                continue
-            refused = True
-            claim = await self.store.withdraw_answer(
-                record.interaction_id,
-                answered_by=record.answered_by,
-                run_id=record.run_id,
-                voters=list(gone),
-                audit=[self._withdrawal(record, voter, why) for voter, why in gone.items()],
-            )
-            if not claim.won or claim.record is None:
-                continue
-            log.info("withdrew approvals of %s by %s: %s", record.run_id, list(gone), gone)
-            await self._show_reopened(claim.record, _withdrawal_note(gone))
-        return refused
-
-    def _withdrawal(self, record: InteractionRecord, voter: str, reason: str) -> AuditEntry:
-        return AuditEntry(
-            at=self.clock(),
-            action="withdrawn",
-            interaction_id=record.interaction_id,
-            run_id=record.run_id,
-            user=voter,
-            detail=reason,
-        )
-
-    async def _show_reopened(self, record: InteractionRecord, note: str) -> None:
-        """The card of an approval some approvals were taken back from, open again with the
-        votes left and `note`; Home lists it again for its approvers."""
-        if record.channel and record.message_ts:
-            card = blocks.with_note(self.conversations.card(record), note)
-            await self.chat.update(
-                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
-            )
-        if self.conversations.home_changed is not None:
-            self.conversations.home_changed([record])  # it waits on its approvers again
 
     async def _claim(
         self,
@@ -756,46 +674,6 @@ class Answers:
         }
         return _short_json(detail, limit=_EDIT_DETAIL_LIMIT)
 
-    async def _counted(
-        self,
-        record: InteractionRecord,
-        *,
-        user: str,
-        partial: bool,
-        work: Work | None,
-        note: str | None = None,
-    ) -> None:
-        """After a vote that is not the last: the card shows who approved so far (and `note`,
-        on votes withdrawn before this one) and stays open. A second vote by the same person is
-        refused, unless it is this work item's own retry."""
-        if partial or (work is not None and work.retry):
-            _metrics.ANSWERS.labels(outcome="accepted").inc()
-            await self._show_votes(record, note=note)
-            return
-        missing = _votes_needed(record, {"approved": True}) - len(record.votes)
-        more = "one more approver" if missing == 1 else f"{missing} more approvers"
-        await self._refuse(
-            user=user,
-            channel=record.channel,
-            thread_ts=record.thread_ts,
-            reason=f"You already approved this; it needs {more}.",
-            interaction_id=record.interaction_id,
-            run_id=record.run_id,
-        )
-
-    async def _show_votes(self, record: InteractionRecord, *, note: str | None = None) -> None:
-        """Update the open card with the votes in `record` (and `note`). Another vote (or the
-        last one, which closes the card) may have been stored and shown meanwhile, and this older
-        picture must not land on top of it: the stored state is read again, and shown if it
-        moved on."""
-        if note is None:
-            await self.conversations.show_closed(record)
-        else:
-            await self._show_reopened(record, note)
-        now = await self.store.get_interaction(record.interaction_id)
-        if now is not None and (now.status != record.status or now.votes != record.votes):
-            await self.conversations.show_closed(now)
-
     async def resume_if_complete(
         self, run_id: str, *, working_ts: str | None = None, child_id: str | None = None
     ) -> bool:
@@ -804,7 +682,7 @@ class Answers:
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status != "answered" for record in records):
             return False
-        if await self._withdraw_unallowed(records):
+        if await self._recheck.withdraw_unallowed(records):
             return False
         await self.conversations.resume(
             run_id=run_id,
@@ -873,7 +751,7 @@ class Answers:
         records = await self.store.run_interactions(run_id)
         if not records or any(record.status == "pending" for record in records):
             return False
-        if await self._withdraw_unallowed(records):
+        if await self._recheck.withdraw_unallowed(records):
             return False
         log.info("recovering run %s: every answer is in, but it was never resumed", run_id)
         answers: dict[str, Any] = {}
@@ -908,41 +786,6 @@ def _shaped_by(records: list[InteractionRecord]) -> list[str]:
         for record in records
         if record.answered_by and not (record.kind == "approval" and _plain_approval(record.answer))
     ]
-
-
-def _withdrawal_note(gone: dict[str, str]) -> str:
-    """What a card says of approvals taken back: whose, and why (ours, or Slack's error code
-    inside it, escaped)."""
-    said = " ".join(
-        f"{blocks.approver_mentions([voter])}'s approval was withdrawn: {blocks.escape(why)}."
-        for voter, why in gone.items()
-    )
-    more = "another approval" if len(gone) == 1 else "more approvals"
-    return f":warning: {said} It needs {more}."
-
-
-def _votes_needed(record: InteractionRecord, answer: Any) -> int:
-    """How many distinct approvers `answer` is one of: the rule's count for an Approve, 1 for
-    a denial (one ends it) and for anything but an approval. Fails closed: a rule that does not
-    read back is refused (the policy already refused it; this is the claim's own check)."""
-    if record.kind != "approval" or not _approves(answer):
-        return 1
-    try:
-        rule = approval_of(record)
-    except CorruptRecordError as error:
-        log.error("refusing an approval of %s: %s", record.interaction_id, error)
-        raise Refusal(_RULE_UNREADABLE) from None
-    return 1 if rule is None else rule.count
-
-
-def _approves(answer: Any) -> bool:
-    if isinstance(answer, dict):
-        return answer.get("approved") is True
-    return answer is True
-
-
-def _voted(record: InteractionRecord, user: str) -> bool:
-    return any(vote.user == user for vote in record.votes)
 
 
 def _plain_approval(answer: Any) -> bool:
