@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,9 @@ def _shown(slack: LocalSlack, card: Message) -> str:
 
 
 def _updates_card(call: ApiCall, card: Message, text: str) -> bool:
-    return call.method == "chat.update" and call.args.get("ts") == card.ts and text in str(call.args)
+    return (
+        call.method == "chat.update" and call.args.get("ts") == card.ts and text in str(call.args)
+    )
 
 
 async def _audit(store_url: str, action: str) -> list[tuple[str | None, str]]:
@@ -91,10 +94,12 @@ async def test_a_vote_retried_after_a_crash_counts_once(store_url: str, marks: M
         # The retry's outcome, whatever it is: the vote shown, BOB told something, or the
         # approval taken as complete (the card closed, or the deploy run).
         await slack.wait_for(
-            lambda: ONE_OF_TWO in _shown(slack, card)
-            or ACTION_APPROVE not in _shown(slack, card)
-            or slack.ephemerals_for(BOB)
-            or marks.count("deploy"),
+            lambda: (
+                ONE_OF_TWO in _shown(slack, card)
+                or ACTION_APPROVE not in _shown(slack, card)
+                or slack.ephemerals_for(BOB)
+                or marks.count("deploy")
+            ),
             timeout=20,
         )
         await second.wait_idle()
@@ -201,7 +206,6 @@ async def test_the_last_vote_retried_after_a_crash_resumes_once(
         assert sorry(slack) == []
 
 
-
 async def test_a_vote_retried_after_the_last_vote_closed_it_is_not_refused(
     store_url: str, marks: Marks
 ) -> None:
@@ -253,6 +257,8 @@ async def test_a_vote_retried_after_the_last_vote_closed_it_is_not_refused(
 
 async def _drained(store: Store, *, timeout: float) -> None:  # noqa: ASYNC109
     """Until the inbox is empty: every work item done."""
-    async with asyncio.timeout(timeout):
-        while await store.inbox_size():
-            await asyncio.sleep(0.05)
+    deadline = time.monotonic() + timeout
+    while left := await store.inbox_size():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{left} work item(s) still in the inbox after {timeout}s")
+        await asyncio.sleep(0.05)
