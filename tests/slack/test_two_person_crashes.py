@@ -214,10 +214,10 @@ async def test_a_vote_retried_after_the_last_vote_closed_it_is_not_refused(
     vote and deploys. BOB's retry then finds the approval answered with his own vote in it: it
     is his own earlier work, not a late click, so he is told nothing and nothing is refused;
     the run is not resumed again and the deploy ran once."""
-    async with HookedSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
-        # A lease long enough for CAROL's click to be worked first: the dead process's lease
-        # (SQLite keeps it with the item) and the taker's (Redis: the entry's idle time).
-        fleet.env["HANDBACK_WORK_LEASE"] = "8s"
+    # A work lease long enough for CAROL's click to be worked first: the dead process's lease
+    # (SQLite keeps it with the item) and the taker's (Redis: the entry's idle time) both 8 s.
+    env = {**_env(marks), "HANDBACK_WORK_LEASE": "8s"}
+    async with HookedSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=env) as fleet:
         [first] = await fleet.start("all")
         asked = await slack.post_user_message(ALICE, CHANNEL, ASKED)
         card = await card_in(slack, asked.ts)
