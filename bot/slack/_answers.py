@@ -129,8 +129,9 @@ class Answers:
         `channel` is where the answer was given (None only for a modal, which has no channel),
         `denying` when the answer can only be a Deny (the requester may withdraw a request).
 
-        A retried work item may find the interaction answered by this very person: its first
-        attempt claimed it and died. That is returned too, so `accept()` can finish the work.
+        A retried work item may find the interaction answered by this very person (or, under the
+        two-person rule, answered with this person's vote in it): its first attempt claimed it
+        (or voted) and died. That is returned too, so `accept()` can finish the work.
         """
         _logging.bind(interaction_id=interaction_id)
         record = await self.store.get_interaction(interaction_id)
@@ -142,7 +143,7 @@ class Answers:
             # The sweeper has not got to it yet; expire it now (in the background) and say so.
             await self.expire(record)
             raise Refusal("This request expired, so it can no longer be answered.")
-        if _own_earlier_answer(record, user, work):
+        if _own_earlier_answer(record, user, work) or _own_earlier_vote(record, user, work):
             return record
         if record.status != "pending":
             raise Refusal(_closed_reason(record))
@@ -276,7 +277,7 @@ class Answers:
     async def _check_home(self, record: InteractionRecord, user: str, work: Work | None) -> None:
         """A click in App Home is taken only for a request Home would list for this person
         (`Home.refusal`), on top of the card's checks; a retry of their own claim goes on."""
-        if _own_earlier_answer(record, user, work):
+        if _own_earlier_answer(record, user, work) or _own_earlier_vote(record, user, work):
             return
         refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
         if refusal is not None:
@@ -577,7 +578,14 @@ class Answers:
                 stored, user=user, partial=claim.partial, work=work, note=note
             )
             return
-        if not claim.won and stored is not None and _own_earlier_answer(stored, user, work, answer):
+        if (
+            not claim.won
+            and stored is not None
+            and (
+                _own_earlier_answer(stored, user, work, answer)
+                or _own_earlier_vote(stored, user, work, answer)
+            )
+        ):
             await self.conversations.show_closed(stored)
             await self.resume_if_complete(
                 stored.run_id, working_ts=stored.message_ts, child_id=child_id
@@ -810,6 +818,24 @@ def _own_earlier_answer(
         and record.status == "answered"
         and record.answered_by == user
         and (answer is None or record.answer in (answer, _with_voters(answer, record)))
+    )
+
+
+def _own_earlier_vote(
+    record: InteractionRecord, user: str, work: Work | None, answer: Any = None
+) -> bool:
+    """Whether `record` is an approval someone else's last vote answered after an earlier
+    attempt of this work item stored `user`'s vote (and died before it finished): that vote
+    counted, so the retry finishes as its own, and its voter is not told "already answered".
+    With `answer` (the claim's check; the click's checks before it have none), only for an
+    Approve."""
+    return (
+        work is not None
+        and work.retry
+        and record.status == "answered"
+        and (answer is None or _approves(answer))
+        and _approves(record.answer)
+        and _voted(record, user)
     )
 
 

@@ -315,6 +315,15 @@ run a tool without asking, `ponder …` is a slow model call,
 answered with what the thread said so far."""
 
 
+durable_two_person_agent = Agent(
+    name="durable-two-person",
+    model=FunctionModel(_durable_script),
+    tools=[Tool(durable_deploy, name="deploy", requires_approval=Approval(count=2)), lookup],
+)
+"""`durable_agent`'s script, its deploy needing two approvers other than whoever asked (the
+two-person rule); each deploy writes its marker line, so a test counts them across processes."""
+
+
 class _SameCallIds:
     """A model that names every tool call `call_0`, as some OpenAI-compatible servers do."""
 
