@@ -42,7 +42,7 @@ from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
 from ._refusal import Refusal
-from ._votes import Votes, voted, votes_needed
+from ._votes import Votes, approves, voted, votes_needed
 from ._worker import Work
 
 __all__ = ["Answers", "Refusal", "SubmissionCheck", "user_and_channel"]
@@ -833,9 +833,9 @@ def _own_earlier_vote(
         work is not None
         and work.retry
         and record.status == "answered"
-        and (answer is None or _approves(answer))
-        and _approves(record.answer)
-        and _voted(record, user)
+        and (answer is None or approves(answer))
+        and approves(record.answer)
+        and voted(record, user)
     )
 
 
