@@ -292,9 +292,6 @@ class Workspace(ChangeFeed):
             raise ValueError(f"view {view_id!r} was opened for {opened.user!r}, not {user!r}")
         return opened
 
-    def calls_to(self, method: str) -> list[ApiCall]:
-        return [c for c in self.calls if c.method == method and c.status == 200]
-
     def snapshot(self) -> dict[str, Any]:
         """The whole workspace as JSON, for the playground page's first paint."""
         return {

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot import Agent
-from bot.playground._slack import LocalSlack, Message
+from bot.playground._slack import ApiCall, LocalSlack, Message
 from bot.slack import SlackBot, load_settings
 from state import Store, open_store
 
@@ -92,6 +92,11 @@ class Harness:
 
 
 BotFactory = Callable[..., AbstractAsyncContextManager[Harness]]
+
+
+def calls_to(slack: LocalSlack, method: str) -> list[ApiCall]:
+    """The Web API calls the bot made to `method` that Slack answered (in order)."""
+    return [call for call in slack.calls if call.method == method and call.status == 200]
 
 
 @pytest.fixture(autouse=True)

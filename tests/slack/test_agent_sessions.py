@@ -20,7 +20,7 @@ from bot.playground._slack import ApiCall, LocalSlack
 from bot.slack._conversation import STOP_POLL
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL, BotFactory
+from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
 
 AGENT_METHODS = {
     "agents.sessions.setStatus",
@@ -197,7 +197,7 @@ async def test_an_app_that_is_not_an_agent_falls_back_once_with_one_log_line(
     assert len(fallbacks) == 1
     refused = [c for c in slack.calls if c.method.startswith(("agents.", "chat.startStream"))]
     assert len(refused) == 1  # asked once, then classic for the rest of the process
-    assert slack.calls_to("reactions.add")
+    assert calls_to(slack, "reactions.add")
 
 
 async def test_classic_setting_never_calls_the_agent_methods(

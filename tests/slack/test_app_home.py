@@ -13,7 +13,7 @@ from state import InteractionRecord, RunRecord
 
 from ..blocks._slack import check_home_view
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
 
 
 def _listed(view: dict[str, Any] | None) -> set[str]:
@@ -217,11 +217,11 @@ async def test_new_requests_refresh_only_the_views_of_people_who_opened_home(
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
         assert _listed(await _open(h, BOB)) == set()
         await _open(h, DAVE)  # opened Home, but may not approve: not refreshed
-        before = len(h.slack.calls_to("views.publish"))
+        before = len(calls_to(h.slack, "views.publish"))
 
         _, interaction = await _ask(h, ALICE)
 
-        published = h.slack.calls_to("views.publish")[before:]
+        published = calls_to(h.slack, "views.publish")[before:]
         assert [call.args["user_id"] for call in published] == [BOB]
         assert _listed(h.slack.home_view(BOB)) == {interaction}
         assert h.slack.home_view(CAROL) is None  # never opened Home: no Slack call for her
@@ -247,7 +247,7 @@ async def test_other_tabs_publish_nothing(make_bot: BotFactory) -> None:
         event = {"type": "app_home_opened", "user": BOB, "tab": "messages", "channel": "D0BOB"}
         assert (await h.slack.send_event(event)).status == 200
         await h.bot.drain()
-        assert h.slack.calls_to("views.publish") == []
+        assert calls_to(h.slack, "views.publish") == []
         assert await h.store.home_viewers() == []
 
 
@@ -274,7 +274,7 @@ async def test_an_app_home_opened_that_does_not_fit_is_acked_and_ignored(
         event = {"type": "app_home_opened", "user": 42, "tab": "home"}
         assert (await h.slack.send_event(event)).status == 200
         await h.bot.drain()
-        assert h.slack.calls_to("views.publish") == []
+        assert calls_to(h.slack, "views.publish") == []
         assert await h.store.home_viewers() == []
 
 

@@ -7,7 +7,7 @@ from blocks import ACTION_APPROVE
 from state import AuditEntry
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
 
 NOTE = f"<@{BOB}>'s approval was withdrawn: no longer on the approvers list"
 
@@ -55,12 +55,12 @@ async def test_approvers_still_on_the_list_resume_at_once(make_bot: BotFactory) 
         asked = await h.mention(ALICE, "deploy api and web")
         api, web = h.cards(asked.ts)
         await h.click(BOB, api.ts, ACTION_APPROVE)
-        lookups = len(h.slack.calls_to("usergroups.users.list"))
+        lookups = len(calls_to(h.slack, "usergroups.users.list"))
         await h.click(CAROL, web.ts, ACTION_APPROVE)
         assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]
         # Carol's click was checked against the cache, then Slack was asked twice: for her
         # claim, and once for the resume's check of both approvals.
-        assert len(h.slack.calls_to("usergroups.users.list")) == lookups + 2
+        assert len(calls_to(h.slack, "usergroups.users.list")) == lookups + 2
         assert "withdrawn" not in [e.action for e in await h.store.recent_audit()]
 
 

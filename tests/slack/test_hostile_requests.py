@@ -24,7 +24,7 @@ from bot.slack import SlackBot, load_settings
 from state import open_store
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL, BotFactory, Clock, Harness
+from .conftest import ALICE, BOB, CHANNEL, BotFactory, Clock, Harness, calls_to
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 OTHER_CHANNEL = "C0DEPLOYS"
@@ -352,7 +352,7 @@ async def test_a_well_formed_mention_still_starts_a_run(make_bot: BotFactory) ->
         envelope = h.slack.event_envelope(_mention(h))
         assert await _send(h, json.dumps(envelope)) == 200
         await h.bot.drain()
-        posted = [c.args.get("text") for c in h.slack.calls_to("chat.postMessage")]
+        posted = [c.args.get("text") for c in calls_to(h.slack, "chat.postMessage")]
         assert "I have heard: deploy" in posted
 
 

@@ -10,7 +10,7 @@ from bot import Agent
 from bot.testing import FunctionModel
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory
+from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, calls_to
 
 
 def _model_calls() -> int:
@@ -38,8 +38,8 @@ async def test_mention_answers_in_thread_and_follow_up_remembers(make_bot: BotFa
 async def test_status_reaction_while_working(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
         asked = await h.mention(ALICE, "hi")
-        added = h.slack.calls_to("reactions.add")
-        removed = h.slack.calls_to("reactions.remove")
+        added = calls_to(h.slack, "reactions.add")
+        removed = calls_to(h.slack, "reactions.remove")
         assert [c.args["timestamp"] for c in added] == [asked.ts]
         assert [c.args["timestamp"] for c in removed] == [asked.ts]
         assert h.slack.message(CHANNEL, asked.ts).reactions == {}  # type: ignore[union-attr]

@@ -28,7 +28,7 @@ from bot.tools import confirm
 from state import open_store
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness, calls_to
 from .processes import HANDBACK, ROOT, bot_processes, free_port
 
 EVE = "U0EVE"
@@ -105,7 +105,7 @@ async def test_several_actions_in_one_payload_resume_once(make_bot: BotFactory) 
         await h.bot.drain()
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
         assert h.texts(asked.ts) == ["Tool said: deployed api to prod"]
-        updates = [c for c in h.slack.calls_to("chat.update") if c.args.get("ts") == card.ts]
+        updates = [c for c in calls_to(h.slack, "chat.update") if c.args.get("ts") == card.ts]
         assert len(updates) == 1
 
 

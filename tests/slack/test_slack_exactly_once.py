@@ -9,13 +9,13 @@ from typing import Any
 from blocks import ACTION_APPROVE, ACTION_SELECT
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
 
 
 async def _unchanged(h: Harness, card_ts: str, interaction_id: str) -> None:
     stored = await h.store.get_interaction(interaction_id)
     assert stored is not None and stored.status == "pending" and stored.answer is None
-    assert [c for c in h.slack.calls_to("chat.update") if c.args.get("ts") == card_ts] == []
+    assert [c for c in calls_to(h.slack, "chat.update") if c.args.get("ts") == card_ts] == []
     assert not any(e.action == "answered" for e in await h.store.recent_audit())
 
 
@@ -32,7 +32,7 @@ async def test_thirty_concurrent_clicks_resume_once(make_bot: BotFactory) -> Non
 
         assert [s.status for s in statuses] == [200] * 30
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
-        updates = [c for c in h.slack.calls_to("chat.update") if c.args.get("ts") == card.ts]
+        updates = [c for c in calls_to(h.slack, "chat.update") if c.args.get("ts") == card.ts]
         assert len(updates) == 1
         assert h.texts(asked.ts) == ["Tool said: deployed api to prod"]
         stored = await h.store.get_interaction(h.interaction_id(card))

@@ -11,11 +11,11 @@ from bot import Agent
 from bot.testing import FunctionModel
 
 from . import agents
-from .conftest import ALICE, CHANNEL, BotFactory, Harness
+from .conftest import ALICE, CHANNEL, BotFactory, Harness, calls_to
 
 
 def _working_on(h: Harness, ts: str) -> bool:
-    return any(c.args.get("timestamp") == ts for c in h.slack.calls_to("reactions.add"))
+    return any(c.args.get("timestamp") == ts for c in calls_to(h.slack, "reactions.add"))
 
 
 async def test_a_turn_waits_while_another_process_holds_the_thread(make_bot: BotFactory) -> None:

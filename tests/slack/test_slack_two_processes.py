@@ -17,7 +17,7 @@ from blocks import ACTION_APPROVE
 from bot.playground._slack import Ephemeral, LocalSlack, Message
 from state import open_store
 
-from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, Harness
+from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, Harness, calls_to
 from .processes import BotProcess, bot_processes
 
 pytestmark = pytest.mark.slow
@@ -95,13 +95,13 @@ async def test_two_processes_share_the_work_exactly_once(store_url: str) -> None
             assert run is not None and run.resumed_by is not None
             child = await store.load_run(run.resumed_by)
             assert child is not None and child.status == "success"
-        updates = [c for c in slack.calls_to("chat.update") if c.args.get("ts") == card.ts]
+        updates = [c for c in calls_to(slack, "chat.update") if c.args.get("ts") == card.ts]
         assert len(updates) == 1
         approved = slack.message(CHANNEL, card.ts)
         assert approved is not None and f"*Approved* by <@{winner}>" in str(approved.blocks)
         assert ACTION_APPROVE not in str(approved.blocks)
         # Each resume marks the card with a working reaction while the agent runs.
-        marks = [c for c in slack.calls_to("reactions.add") if c.args.get("timestamp") == card.ts]
+        marks = [c for c in calls_to(slack, "reactions.add") if c.args.get("timestamp") == card.ts]
         assert len(marks) == 1
         told = _already_answered(slack)
         assert len(told) == 29 and all(f"already answered by <@{winner}>" in e.text for e in told)
