@@ -72,18 +72,21 @@ async def cycle(store: Store, i: int) -> None:
     """
     run_id, child_id, ix_id = f"c-{i}", f"c-{i}-child", f"ix-c-{i}"
     now = time.time()
-    await store.save_run(run_record(run_id))
+    run = run_record(run_id)
+    await store.save_run(run)
     await store.add_interactions(
         [
-            InteractionRecord(
-                interaction_id=ix_id,
+            InteractionRecord.placed(
+                interaction,
                 run_id=run_id,
-                kind="confirm",
-                payload={"action": "restart db"},
                 channel="C1",
+                thread_ts=None,
+                requester=None,
+                requesters=[],
                 created_at=now,
                 expires_at=now + 3600,
             )
+            for interaction in run.interactions
         ]
     )
     await store.set_message(ix_id, channel="C1", message_ts="1700000000.000100")

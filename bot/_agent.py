@@ -26,7 +26,7 @@ from ._journal import (
 )
 from ._model import Model, ModelResponse, ToolCall, resolve_model
 from ._nested import AgentTool, cancel_nested
-from ._replay import EventCode, interaction_event, output_event, replayed
+from ._replay import EventCode, output_event, replayed
 from ._schema import check_answer
 from ._step import APPROVAL_SCHEMA, Outcome, Step
 from ._suspend import Cancel
@@ -638,7 +638,7 @@ class AgentRun:
         # Saved before any interaction is emitted: a caller may stop iterating at the first one
         # and still resume with its id.
         output = await self._finish(store, run, "cancelled", reason="input_required", paused=True)
-        return [*(interaction_event(run, self.path, i) for i in run.interactions), output]
+        return [*(InteractionEvent.of(run.run_id, self.path, i) for i in run.interactions), output]
 
     async def _cancel(
         self, store: Store, run: RunRecord, reason: str, still_open: list[PendingCall]

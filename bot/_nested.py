@@ -17,7 +17,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from state import NestedRun, PendingCall, PendingInteraction, RunRecord, Store, StoreError
+from state import NestedRun, PendingCall, RunRecord, Store, StoreError
 
 from ._errors import HandbackError, UsageError
 from ._suspend import Cancel, Cancelled, Suspended, current_scope
@@ -121,7 +121,7 @@ def _result(name: str, pending: list[InteractionEvent], output: OutputEvent) -> 
         return "" if output.output is None else str(output.output)
     if status.reason == "input_required" and pending:
         raise Suspended(
-            *(_pending(event) for event in pending),
+            *(event.interaction for event in pending),
             nested=NestedRun(
                 run_id=output.run_id, interaction_ids=[e.interaction_id for e in pending]
             ),
@@ -129,20 +129,6 @@ def _result(name: str, pending: list[InteractionEvent], output: OutputEvent) -> 
     if status.code == "cancelled" and status.reason == "cancelled":
         raise Cancelled(status.message or "cancelled")
     return f"Error: agent `{name}` ended `{status.code}/{status.reason}`: {status.message}"
-
-
-def _pending(event: InteractionEvent) -> PendingInteraction:
-    return PendingInteraction(
-        interaction_id=event.interaction_id,
-        kind=event.kind,
-        payload=event.payload,
-        response_schema=event.response_schema,
-        tool_call_id=event.tool_call_id,
-        runnable_path=event.runnable_path,
-        runnable_name=event.runnable_name,
-        runnable_type=event.runnable_type,
-        t0=event.t0,
-    )
 
 
 async def cancel_nested(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal, assert_never
 
-from state import PendingInteraction, RunRecord
+from state import RunRecord
 
 from .events import InteractionEvent, OutputEvent, StartEvent
 from .events import RunStatus as EventStatus
 
-__all__ = ["EventCode", "interaction_event", "output_event", "replayed"]
+__all__ = ["EventCode", "output_event", "replayed"]
 
 EventCode = Literal["success", "error", "cancelled"]
 
@@ -21,7 +21,7 @@ def replayed(run: RunRecord, path: str) -> tuple[list[StartEvent | InteractionEv
         StartEvent(run_id=run.run_id, parent_id=run.parent_id, path=path)
     ]
     if run.status == "paused":
-        events += [interaction_event(run, path, i) for i in run.interactions]
+        events += [InteractionEvent.of(run.run_id, path, i) for i in run.interactions]
     return events, output_event(run, path)
 
 
@@ -47,22 +47,4 @@ def output_event(run: RunRecord, path: str) -> OutputEvent:
         t0=run.t0,
         t1=run.t1 if run.t1 is not None else run.t0,
         usage=dict(run.usage),
-    )
-
-
-def interaction_event(
-    run: RunRecord, path: str, interaction: PendingInteraction
-) -> InteractionEvent:
-    return InteractionEvent(
-        run_id=run.run_id,
-        path=path,
-        t0=interaction.t0,
-        interaction_id=interaction.interaction_id,
-        kind=interaction.kind,
-        runnable_path=interaction.runnable_path,
-        runnable_name=interaction.runnable_name,
-        runnable_type=interaction.runnable_type,
-        tool_call_id=interaction.tool_call_id,
-        payload=interaction.payload,
-        response_schema=interaction.response_schema,
     )

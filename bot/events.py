@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
+
+from state import PendingInteraction
 
 __all__ = [
     "AnyEvent",
@@ -49,7 +52,11 @@ class ToolEvent(BaseEvent):
 
 
 class InteractionEvent(BaseEvent):
-    """A handler called `suspend()`: the seed's fields plus `run_id`."""
+    """A handler called `suspend()`: the seed's fields plus `run_id`.
+
+    The fields besides `BaseEvent`'s are exactly `PendingInteraction`'s (a test holds them
+    so), spelled out because they are the seed's public shape; the event is made from the
+    interaction and gives it back (`of`, `interaction`), never copied field by field."""
 
     type: Literal["INTERACTION"] = "INTERACTION"
     t0: int
@@ -61,6 +68,20 @@ class InteractionEvent(BaseEvent):
     tool_call_id: str | None
     payload: dict[str, Any]
     response_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, run_id: str, path: str, interaction: PendingInteraction) -> InteractionEvent:
+        """The event of `interaction`, emitted by run `run_id` at `path`."""
+        return cls(run_id=run_id, path=path, **_interaction_fields(interaction))
+
+    @property
+    def interaction(self) -> PendingInteraction:
+        """The pending interaction the event is about."""
+        return PendingInteraction(**_interaction_fields(self))
+
+
+def _interaction_fields(source: object) -> dict[str, Any]:
+    return {f.name: getattr(source, f.name) for f in fields(PendingInteraction)}
 
 
 class RunStatus(BaseModel):

@@ -6,7 +6,8 @@ what they read back with pydantic, because a store read is an untrusted edge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = [
@@ -54,7 +55,11 @@ NudgeKind = Literal["reminder", "escalation"]
 
 @dataclass(kw_only=True)
 class PendingInteraction:
-    """One `suspend()` (or approval) that is waiting for an answer."""
+    """One `suspend()` (or approval) that is waiting for an answer.
+
+    The one value of a pending question from `suspend()` to the card: the run keeps it
+    (`RunRecord.interactions`), its `InteractionEvent` carries these fields, and the store's
+    `InteractionRecord` is this plus where its card is and who answered."""
 
     interaction_id: str
     kind: str
@@ -62,8 +67,10 @@ class PendingInteraction:
     response_schema: dict[str, Any] | None = None
     tool_call_id: str | None = None
     runnable_path: str = ""
+    """Where in the agent tree it was asked (`outer.inner.tool`)."""
     runnable_name: str = ""
-    runnable_type: str = "tool"
+    runnable_type: str = "Tool"
+    """The seed's `runnable_type`; every interaction the runtime makes is a tool's."""
     t0: int = 0
     """Unix ms at which the run suspended on it."""
 
@@ -176,15 +183,14 @@ class Vote:
 
 
 @dataclass(kw_only=True)
-class InteractionRecord:
-    """A pending interaction as people see it: where its card is and who may answer."""
+class InteractionRecord(PendingInteraction):
+    """A pending interaction as people see it: the interaction itself (every field of
+    `PendingInteraction`), plus the run that asks, where its card is and who may answer.
 
-    interaction_id: str
+    Records written before it carried the whole interaction lack `runnable_path`,
+    `runnable_name`, `runnable_type` and `t0`; they read back with the defaults."""
+
     run_id: str
-    kind: str
-    payload: dict[str, Any]
-    response_schema: dict[str, Any] | None = None
-    tool_call_id: str | None = None
     channel: str = ""
     thread_ts: str | None = None
     message_ts: str | None = None
@@ -210,6 +216,32 @@ class InteractionRecord:
     escalated_at: float | None = None
     """When its rule's `escalate_to` was added to who may approve it; set once, like
     `reminded_at`, and only after it."""
+
+    @classmethod
+    def placed(
+        cls,
+        interaction: PendingInteraction,
+        *,
+        run_id: str,
+        channel: str,
+        thread_ts: str | None,
+        requester: str | None,
+        requesters: Sequence[str],
+        created_at: float,
+        expires_at: float,
+    ) -> InteractionRecord:
+        """The record of `interaction`, asked by `run_id`, with its card to be posted in
+        `channel`'s thread: the interaction's fields as they are, whichever fields it has."""
+        return cls(
+            **{f.name: getattr(interaction, f.name) for f in fields(PendingInteraction)},
+            run_id=run_id,
+            channel=channel,
+            thread_ts=thread_ts,
+            requester=requester,
+            requesters=list(requesters),
+            created_at=created_at,
+            expires_at=expires_at,
+        )
 
 
 @dataclass(kw_only=True)

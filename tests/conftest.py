@@ -1,16 +1,28 @@
-"""Fixtures every area shares: the real Redis server and a store of each kind."""
+"""Fixtures every area shares: the real Redis server and a store of each kind; and how to
+compare the pending interaction a record or an event carries."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from state import PendingInteraction
+
 REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def interaction_of(value: object) -> PendingInteraction:
+    """The pending interaction `value` carries (a record, an event), to compare with the one
+    `suspend()` made: dataclasses of two classes never compare equal."""
+    return PendingInteraction(
+        **{f.name: getattr(value, f.name) for f in fields(PendingInteraction)}
+    )
 
 
 def _redis_up() -> bool:

@@ -615,13 +615,9 @@ class Conversations:
                 # the run's resume is queued below (again: the queue drops a repeat).
                 granted = True
                 continue
-            record = InteractionRecord(
-                interaction_id=event.interaction_id,
+            record = InteractionRecord.placed(
+                event.interaction,
                 run_id=run_id,
-                kind=event.kind,
-                payload=event.payload,
-                response_schema=event.response_schema,
-                tool_call_id=event.tool_call_id,
                 channel=thread.channel,
                 thread_ts=thread.thread_ts,
                 requester=thread.requester,

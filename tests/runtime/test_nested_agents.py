@@ -85,6 +85,8 @@ async def test_a_suspend_deep_inside_pauses_the_outer_run_and_resumes_it(store: 
     inner_saved = await store.load_run(f"{out.run_id}/{call.tool_call_id}")
     assert inner_saved is not None and inner_saved.status == "paused"
     assert saved.nested[call.tool_call_id].run_id == inner_saved.run_id
+    # The inner run's interaction is the outer run's, as it was asked (the one value).
+    assert saved.interactions == inner_saved.interactions == [p.interaction]
 
     result = await outer(parent_id=out.run_id, resume={p.interaction_id: "postgres"}).collect()
     assert result.status.code == "success"

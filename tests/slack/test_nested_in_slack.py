@@ -9,6 +9,7 @@ from blocks import ACTION_APPROVE, ACTION_DENY
 from bot import Agent, Tool
 from bot.testing import FunctionModel
 
+from ..conftest import interaction_of
 from .conftest import ALICE, BOB, DAVE, BotFactory
 
 
@@ -48,6 +49,11 @@ async def test_an_inner_approval_is_a_card_and_resumes_both_runs(make_bot: BotFa
         record = await h.store.get_interaction(h.interaction_id(card))
         assert record is not None and record.requester == ALICE
         assert record.payload["tool"] == "restart"
+        # The card's record is the interaction the outer run saved, with where the card is.
+        outer = await h.store.load_run(record.run_id)
+        assert outer is not None and outer.interactions == [interaction_of(record)]
+        assert (record.runnable_path, record.runnable_name) == ("lead.sre.restart", "restart")
+        assert record.runnable_type == "Tool" and record.t0 > 0
 
         await h.click(DAVE, card.ts, ACTION_APPROVE)  # not an approver
         assert ran == []

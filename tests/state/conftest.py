@@ -70,6 +70,25 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
     return f"{table}/{ident}"
 
 
+async def read_raw(store: Store, url: str, ident: str) -> str:
+    """The stored JSON of one interaction, as the store wrote it."""
+    if isinstance(store, RedisStore):
+        client = raw_client(url)
+        try:
+            raw = await client.hget(redis_keys(store).interaction(ident), "rec")
+        finally:
+            await client.aclose()
+        assert isinstance(raw, bytes)
+        return raw.decode()
+    assert isinstance(store, SQLiteStore)
+    with sqlite3.connect(sqlite_path(url)) as conn:
+        (raw,) = conn.execute(
+            "SELECT rec FROM interactions WHERE interaction_id = ?", (ident,)
+        ).fetchone()
+    conn.close()
+    return str(raw)
+
+
 def redis_keys(store: RedisStore) -> RedisKeys:
     """The key names `store` uses (tagged on a cluster)."""
     return RedisKeys(store.prefix, cluster=store.cluster)
