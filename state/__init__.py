@@ -45,6 +45,7 @@ from ._records import (
     RunStatus,
     ThreadLease,
     ThreadStop,
+    ThreadTake,
     TurnClaim,
     Vote,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "StoreURLError",
     "ThreadLease",
     "ThreadStop",
+    "ThreadTake",
     "TurnClaim",
     "UsageError",
     "Vote",

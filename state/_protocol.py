@@ -19,6 +19,7 @@ from ._records import (
     RunRecord,
     ThreadLease,
     ThreadStop,
+    ThreadTake,
     TurnClaim,
 )
 
@@ -103,7 +104,8 @@ class InteractionStore(Protocol):
         child_id=turn.child_id)`) and takes the thread's lease for `turn.lease.owner` when: the
         interaction belongs to `turn.run_id` and is the only one of that run (so nothing else is
         pending), the run is paused and unclaimed, and the lease is free or already that
-        owner's. Either all three happen or none; the run comes back claimed in `run`.
+        owner's. Either all three happen or none; the run comes back claimed in `run`, and
+        with it the thread's stop mark as it was then (`stop`), for the turn the claim starts.
 
         `needed` > 1 makes the answer one vote of that many distinct people (the two-person
         rule): `answer` must be a JSON object and `audit` holds `needed` entries, the k-th
@@ -211,6 +213,13 @@ class ConversationStore(Protocol):
         (which extends it by `ttl` from now: that is how a holder refreshes it). False while
         another owner holds it.
         """
+
+    async def take_thread(
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+    ) -> ThreadTake:
+        """`acquire_thread`, and the thread's stop mark (`thread_stop`) read in the same atomic
+        step, whether the lease was won or not: a turn taking its lease learns which stop it
+        starts from without another round trip."""
 
     async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
         """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""

@@ -27,6 +27,7 @@ __all__ = [
     "RunStatus",
     "ThreadLease",
     "ThreadStop",
+    "ThreadTake",
     "TurnClaim",
     "Vote",
 ]
@@ -326,3 +327,18 @@ class AnswerClaim:
     answer won, was the only interaction of its run, the run was paused and unclaimed and the
     lease free (or its owner's). None otherwise: the caller goes the long way (reads the run's
     interactions, takes the lease, lets the runtime claim the run)."""
+    stop: ThreadStop | None = None
+    """With `run`: the thread's stop mark, read in the same step as the lease was taken, so the
+    resumed turn knows which stop it starts from (`AgentTurn.stop_before`) without another round
+    trip. None when the thread has none kept, and always without `run`."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class ThreadTake:
+    """The outcome of `take_thread`: whether the lease is held, and the thread's stop mark read
+    with it (whoever holds the lease), so a turn learns which stop it starts from without
+    another round trip."""
+
+    held: bool
+    stop: ThreadStop | None = None
+    """The thread's last stop mark, if one is kept."""

@@ -57,6 +57,7 @@ from ._records import (
     RunClaim,
     RunRecord,
     ThreadStop,
+    ThreadTake,
 )
 from ._redis_answers import RedisAnswers
 from ._redis_cluster import CallGate, RedisClient, open_cluster
@@ -231,6 +232,15 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
+# KEYS: the thread's lease, its stop mark. `_ACQUIRE_THREAD`, and the stop mark read with it.
+_TAKE_THREAD = """
+local stop = redis.call('GET', KEYS[2])
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {0, stop} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, stop}
+"""
+
 _RELEASE_THREAD = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -281,6 +291,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         self._audit = client.register_script(_AUDIT)
         self._home_opened = client.register_script(_HOME_OPENED)
         self._acquire_thread = client.register_script(_ACQUIRE_THREAD)
+        self._take_thread = client.register_script(_TAKE_THREAD)
         self._release_thread = client.register_script(_RELEASE_THREAD)
         self._register_answers(client)
         self._register_nudges(client)
@@ -650,6 +661,22 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             )
         )
         return bool(reply)
+
+    async def take_thread(
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+    ) -> ThreadTake:
+        millis = lease_millis(owner, ttl)
+        stop_key = self._keys.thread_stop(channel, thread_ts)
+        held, stop = await self._send(
+            self._take_thread(
+                keys=[self._keys.thread_lease(channel, thread_ts), stop_key],
+                args=[owner, millis],
+                client=self._live(),
+            )
+        )
+        return ThreadTake(
+            held=bool(held), stop=None if stop is None else decode_stop(stop, key=stop_key)
+        )
 
     async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
         await self._send(

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from ._codec import (
     approves,
     check_now,
+    decode_stop,
     encode_answer,
     encode_audit,
     encode_vote,
@@ -23,7 +24,6 @@ from ._records import (
     InteractionClaim,
     InteractionRecord,
     InteractionStatus,
-    RunRecord,
     TurnClaim,
     Vote,
 )
@@ -69,16 +69,18 @@ return {won, read_ix(KEYS[1])}
 """
 )
 
-# KEYS: interaction, due, settled, audit, then (run, run index, thread lease) when the resume's
-# claims are asked for. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap,
-# run id, child id, lease owner, lease ms (empty without a turn), votes needed, whether the answer
-# approves, this vote, then the audit entries of votes 1 .. needed - 1. An Approve of an approval
+# KEYS: interaction, due, settled, audit, then (run, run index, thread lease, transcripts, thread
+# stop mark) when the resume's claims are asked for. ARGV: id, answer, answered_by, now, settled
+# TTL, audit entry, audit cap, run id, child id, lease owner, lease ms (empty without a turn),
+# votes needed, whether the answer approves, this vote, then the audit entries of votes
+# 1 .. needed - 1. An Approve of an approval
 # whose rule asks for another number of approvers than `needed` loses (fail closed: a caller that
 # forgot the rule must not let one person approve a two-person request). Then the answer as
 # `_ANSWER`, its audit entry with it;
 # then, only when this was the run's one interaction, the run paused and unclaimed and the lease
 # free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
-# interactions, or a busy thread, is resumed the long way, where the runtime claims it).
+# interactions, or a busy thread, is resumed the long way, where the runtime claims it); the
+# thread's stop mark is read with them, for the turn they start. Reply {won, ix, stop, run...}.
 # With several votes needed, a new voter's vote is appended to `votes` as text (decoding the list
 # is fine, re-encoding it would round the times); before the last vote that is all, and the last
 # answers with the voters' ids spliced into the answer object. Reply {won, ix, partial} then.
@@ -134,7 +136,7 @@ mark_settled(KEYS[1], KEYS[3], ARGV[5])
 redis.call('LPUSH', KEYS[4], ARGV[6])
 redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
 local ix = read_ix(KEYS[1])
-if #KEYS < 7 or v[3] ~= ARGV[8] then return {1, ix} end
+if #KEYS < 9 or v[3] ~= ARGV[8] then return {1, ix} end
 local own = redis.call('ZRANGE', KEYS[6], 0, -1)
 if #own ~= 1 or own[1] ~= ARGV[1] then return {1, ix} end
 local r = redis.call('HMGET', KEYS[5], 'rec', 'status', 'resumed_by')
@@ -144,9 +146,10 @@ if holder and holder ~= ARGV[10] then return {1, ix} end
 redis.call('SET', KEYS[7], ARGV[10], 'PX', ARGV[11])
 redis.call('HSET', KEYS[5], 'resumed_by', ARGV[9])
 redis.call('ZREM', KEYS[3], ARGV[8])
+local stop = redis.call('GET', KEYS[9])
 local log = read_log(r[1], KEYS[8])
-if not log then return {1, ix, r[1], ARGV[9]} end
-return {1, ix, r[1], ARGV[9], log[1], log[2]}
+if not log then return {1, ix, stop, r[1], ARGV[9]} end
+return {1, ix, stop, r[1], ARGV[9], log[1], log[2]}
 """
 )
 
@@ -339,6 +342,7 @@ class RedisAnswers:
                 self._keys.run_interactions(turn.run_id),
                 self._keys.thread_lease(lease.channel, lease.thread_ts),
                 self._keys.transcripts,
+                self._keys.thread_stop(lease.channel, lease.thread_ts),
             ]
             turn_args = [
                 turn.run_id,
@@ -357,10 +361,12 @@ class RedisAnswers:
         claim = self._interaction_claim(interaction_id, reply)
         if len(reply) == 3:
             return AnswerClaim(won=claim.won, record=claim.record, partial=True)
-        run: RunRecord | None = None
-        if turn is not None and len(reply) >= 4:
-            run = decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[2:])
-        return AnswerClaim(won=claim.won, record=claim.record, run=run)
+        if turn is None or len(reply) < 5:
+            return AnswerClaim(won=claim.won, record=claim.record)
+        run = decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[3:])
+        stop_key = self._keys.thread_stop(turn.lease.channel, turn.lease.thread_ts)
+        stop = None if reply[2] is None else decode_stop(reply[2], key=stop_key)
+        return AnswerClaim(won=claim.won, record=claim.record, run=run, stop=stop)
 
     async def answer_under_grant(
         self,

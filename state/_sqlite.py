@@ -24,7 +24,6 @@ from ._codec import (
     check_now,
     decode_audit,
     decode_run,
-    decode_stop,
     encode_audit,
     encode_interaction,
     encode_run,
@@ -52,9 +51,11 @@ from ._records import (
     RunClaim,
     RunRecord,
     ThreadStop,
+    ThreadTake,
 )
 from ._sqlite_answers import ACQUIRE_THREAD as _ACQUIRE_THREAD
-from ._sqlite_answers import SQLiteAnswers
+from ._sqlite_answers import SELECT_STOP as _SELECT_STOP
+from ._sqlite_answers import SQLiteAnswers, decode_stop_row
 from ._sqlite_grants import GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_ix import IX_COLUMNS as _IX_COLUMNS
@@ -614,6 +615,20 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         changed = await self._call(lambda conn: conn.execute(_ACQUIRE_THREAD, params).rowcount)
         return changed == 1
 
+    async def take_thread(
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+    ) -> ThreadTake:
+        millis = lease_millis(owner, ttl)
+        now = time.time()
+        params = (channel, thread_ts, owner, now + millis / 1000, now)
+
+        def take(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            held = conn.execute(_ACQUIRE_THREAD, params).rowcount == 1
+            return held, conn.execute(_SELECT_STOP, (channel, thread_ts, now)).fetchone()
+
+        held, row = await self._call(lambda conn: _transaction(conn, partial(take, conn)))
+        return ThreadTake(held=held, stop=decode_stop_row(row, channel, thread_ts))
+
     async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
         await self._call(
             lambda conn: conn.execute(
@@ -635,16 +650,8 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     async def thread_stop(self, channel: str, thread_ts: str) -> ThreadStop | None:
         params = (channel, thread_ts, time.time())
-        row = await self._call(
-            lambda conn: conn.execute(
-                "SELECT rec FROM thread_stops WHERE channel = ? AND thread_ts = ?"
-                " AND keep_until > ?",
-                params,
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        return decode_stop(str(row[0]), key=f"thread_stops/{channel}/{thread_ts}")
+        row = await self._call(lambda conn: conn.execute(_SELECT_STOP, params).fetchone())
+        return decode_stop_row(row, channel, thread_ts)
 
     async def set_run_stream(self, run_id: str, ts: str) -> None:
         params = (run_id, ts, time.time() + STREAM_TTL)

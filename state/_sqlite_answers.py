@@ -17,6 +17,7 @@ from ._approval import approval_of
 from ._codec import (
     approves,
     check_now,
+    decode_stop,
     encode_answer,
     encode_audit,
     encode_vote,
@@ -29,7 +30,7 @@ from ._records import (
     AuditEntry,
     InteractionClaim,
     InteractionStatus,
-    RunRecord,
+    ThreadStop,
     TurnClaim,
     Vote,
 )
@@ -39,7 +40,7 @@ from ._sqlite_log import LOAD_RUN, decode_loaded
 from ._sqlite_tx import append_audit, transaction
 from ._withdrawal import drop_votes, withdrawal_audits
 
-__all__ = ["ACQUIRE_THREAD", "SQLiteAnswers"]
+__all__ = ["ACQUIRE_THREAD", "SELECT_STOP", "SQLiteAnswers", "decode_stop_row"]
 
 _T = TypeVar("_T")
 
@@ -80,6 +81,12 @@ ON CONFLICT (channel, thread_ts) DO UPDATE SET
 WHERE thread_leases.keep_until <= ? OR thread_leases.owner = excluded.owner
 """
 
+# The thread's stop mark while it is kept; params: channel, thread_ts, now. Read with the lease by
+# the resume's claim, `SQLiteStore.take_thread` and `SQLiteStore.thread_stop`.
+SELECT_STOP = """
+SELECT rec FROM thread_stops WHERE channel = ? AND thread_ts = ? AND keep_until > ?
+"""
+
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
@@ -95,11 +102,20 @@ class _Ballot:
     """The encoded audit entries, the k-th for the k-th vote."""
 
 
+def decode_stop_row(row: Any, channel: str, thread_ts: str) -> ThreadStop | None:
+    """The stop mark of the row `SELECT_STOP` read; None when none is kept. Decoded outside the
+    transaction that read it, so a corrupt mark fails the read, never what was written with it."""
+    if row is None:
+        return None
+    return decode_stop(str(row[0]), key=f"thread_stops/{channel}/{thread_ts}")
+
+
 def _claim_turn(
     conn: sqlite3.Connection, interaction_id: str, turn: TurnClaim, lease_until: float
-) -> Any:
+) -> tuple[Any, Any] | None:
     """Inside the answer's transaction: claim the run and take the thread's lease when the
-    answered interaction was the run's only one and both are free; the run's row, or None."""
+    answered interaction was the run's only one and both are free; the run's rows and the
+    thread's stop mark row (None when none is kept), or None."""
     own = conn.execute(
         "SELECT i.interaction_id FROM run_interactions AS r"
         " JOIN interactions AS i ON i.interaction_id = r.interaction_id"
@@ -122,8 +138,9 @@ def _claim_turn(
         return None
     # Checked above in this transaction, which holds the write lock: the claim cannot lose.
     conn.execute("UPDATE runs SET resumed_by = ? WHERE run_id = ?", (turn.child_id, turn.run_id))
+    stop = conn.execute(SELECT_STOP, (lease.channel, lease.thread_ts, now)).fetchone()
     # The whole run, transcript included, as `load_run` reads it: the resume needs no other read.
-    return conn.execute(LOAD_RUN, (turn.run_id,)).fetchall()
+    return conn.execute(LOAD_RUN, (turn.run_id,)).fetchall(), stop
 
 
 def _rule_needs(conn: sqlite3.Connection, interaction_id: str, needed: int) -> bool:
@@ -242,14 +259,16 @@ class SQLiteAnswers:
                 return True, rows[0], None, False
             return True, rows[0], _claim_turn(conn, interaction_id, turn, lease_until), False
 
-        won, row, run_row, partly = await self._call(
+        won, row, claimed, partly = await self._call(
             lambda conn: transaction(conn, partial(claim, conn))
         )
         record = None if row is None else decode_ix(row)
-        run: RunRecord | None = None
-        if turn is not None and run_row is not None:
-            run = decode_loaded(turn.run_id, run_row)
-        return AnswerClaim(won=won, record=record, run=run, partial=partly)
+        if turn is None or claimed is None:
+            return AnswerClaim(won=won, record=record, partial=partly)
+        run_rows, stop_row = claimed
+        stop = decode_stop_row(stop_row, turn.lease.channel, turn.lease.thread_ts)
+        run = decode_loaded(turn.run_id, run_rows)
+        return AnswerClaim(won=won, record=record, run=run, stop=stop)
 
     async def answer_under_grant(
         self,

@@ -26,6 +26,7 @@ from state import (
     Store,
     StoreError,
     ThreadLease,
+    ThreadTake,
     TurnClaim,
     approval_of,
 )
@@ -550,6 +551,9 @@ class Answers:
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
             hold.leased = True
+            # The stop mark the resumed turn starts from came with the claim, read before
+            # anything could show `processing`: the turn needs no read of its own.
+            hold.take = ThreadTake(held=True, stop=claim.stop)
             try:
                 await self.conversations.show_closed(stored)
             except BaseException:

@@ -28,6 +28,7 @@ from state import (
     StoreError,
     ThreadLease,
     ThreadStop,
+    ThreadTake,
 )
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, _logging
@@ -65,7 +66,10 @@ class TurnHold:
     thread: Thread
     owner: str
     leased: bool = False
-    """The store's lease is held by `owner` already (taken with a claim)."""
+    """The store's lease was taken with a claim (`answer_and_claim`): it outlives the turn."""
+    take: ThreadTake | None = None
+    """The store's last reply to taking the lease for `owner` (with the claim, or
+    `take_thread`): whether it is held, and the thread's stop mark read with it."""
 
 
 @dataclass(kw_only=True)
@@ -74,6 +78,9 @@ class _Slot:
     """In a work item: where the thread points moves on with the lease's release."""
     run_id: str | None = None
     """The run the thread points at once the turn's lease is released, when deferred."""
+    stop: ThreadStop | None = None
+    """The thread's stop mark, read with the take that won the lease (with the claim, or
+    `take_thread`)."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -119,9 +126,10 @@ class Conversations:
         when a turn of the thread runs (or waits) here already. Pass it to `resume()` (which
         lets go of it) or to `let_go()`.
 
-        Taken without waiting, so the lease that `answer_and_claim` takes with the answer is
-        always taken after the lock, in the order every turn takes them: a turn holding the lock
-        never waits for a lease its own process took.
+        Taken without waiting, so the lease that `answer_and_claim` takes with the answer (or a
+        new turn with its first look at the stop mark, `_open_new_turn`) is always taken after
+        the lock, in the order every turn takes them: a turn holding the lock never waits for a
+        lease its own process took.
         """
         if _key(thread) in self._locks:
             return None
@@ -186,14 +194,19 @@ class Conversations:
         # soon as it is saved, so that a crash before the card is posted still finds it.
         deferred = in_work_item() and (hold.leased or handed is not None)
         wait = LEASE_RETRY_FIRST
-        while not hold.leased and not await self.store.acquire_thread(
-            channel, thread_ts, owner=owner, ttl=self.lease_ttl
-        ):
-            log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, LEASE_RETRY_MOST)
-        hold.leased = True
-        slot = _Slot(deferred=deferred, run_id=None if handed is None else handed.run_id)
+        while hold.take is None or not hold.take.held:
+            if hold.take is not None:
+                log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, LEASE_RETRY_MOST)
+            hold.take = await self.store.take_thread(
+                channel, thread_ts, owner=owner, ttl=self.lease_ttl
+            )
+        slot = _Slot(
+            deferred=deferred,
+            run_id=None if handed is None else handed.run_id,
+            stop=hold.take.stop,
+        )
         keeper = asyncio.create_task(self._keep_lease(thread, owner))
         try:
             yield slot
@@ -227,18 +240,12 @@ class Conversations:
                     *_where(thread),
                 )
 
-    async def _open_turn(
-        self, thread: Thread, *, run_id: str | None, title: str | None
-    ) -> AgentTurn | None:
-        """The turn's agent session; None when this process shows classic messages (by
-        setting, or since Slack said the app is not an agent).
-
-        A new message's session is `processing` at once (`title` given); a resume's once its
-        run has claimed the paused one (its `StartEvent`), so a resume that loses the claim to
-        another never touches the status the winner shows."""
+    def _session(self, thread: Thread, *, run_id: str | None) -> AgentTurn | None:
+        """The turn's agent session, not begun; None when this process shows classic messages
+        (by setting, or since Slack said the app is not an agent)."""
         if not self.chat.agent_view:
             return None
-        turn = AgentTurn(
+        return AgentTurn(
             chat=self.chat,
             store=self.store,
             channel=thread.channel,
@@ -246,13 +253,37 @@ class Conversations:
             recipient=thread.requester,
             run_id=run_id,
         )
-        # Read before the session shows `processing` (and with it the stop button), so a stop
-        # pressed for this turn can never be taken for an older one.
-        turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
-        if title is None or await turn.begin(title=title, initiator=thread.requester):
-            return turn
+
+    async def _open_new_turn(
+        self, thread: Thread, *, run_id: str | None, title: str
+    ) -> tuple[AgentTurn | None, TurnHold | None]:
+        """A new message's session, `processing` at once; and the thread's turn, when it was
+        free here and this took it with a first take of the lease (pass it to `_turn`).
+
+        The stop mark is read before the session shows `processing` (and with it the stop
+        button), so a stop pressed for this turn can never be taken for an older one: with that
+        first take, which the turn makes anyway; on its own when another turn of the thread
+        runs or waits here (its lock is not waited for before `processing`)."""
+        turn = self._session(thread, run_id=run_id)
+        if turn is None:
+            return None, None
+        hold = await self.hold_turn(thread)
+        try:
+            if hold is None:
+                turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
+            else:
+                hold.take = await self.store.take_thread(
+                    thread.channel, thread.thread_ts, owner=hold.owner, ttl=self.lease_ttl
+                )
+                turn.stop_before = hold.take.stop
+            if await turn.begin(title=title, initiator=thread.requester):
+                return turn, hold
+        except BaseException:
+            if hold is not None:
+                self.let_go(hold)
+            raise
         # A refusal turned this process classic; any other failure still streams.
-        return turn if self.chat.agent_view else None
+        return (turn if self.chat.agent_view else None), hold
 
     async def start(
         self,
@@ -268,11 +299,16 @@ class Conversations:
         `run_id` comes from the work item, so a retry of the same message finds the run its
         first attempt started (and continues or replays it) instead of starting another.
         """
-        turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
+        turn, hold = await self._open_new_turn(thread, run_id=run_id, title=session_title(text))
         if turn is None:
-            await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
+            try:
+                await self.chat.react(thread.channel, message_ts, WORKING_REACTION)
+            except BaseException:
+                if hold is not None:
+                    self.let_go(hold)
+                raise
         try:
-            async with self._turn(thread) as slot:
+            async with self._turn(thread, hold) as slot:
                 if turn is not None and retry:
                     if await self._stopped_before(thread, run_id, turn):
                         return
@@ -327,8 +363,8 @@ class Conversations:
     ) -> None:
         """A person's slash command: the tool runs in `thread` (new), through the approval gate;
         its card or its result is posted there (`Agent.call_tool`)."""
-        turn = await self._open_turn(thread, run_id=run_id, title=session_title(text))
-        async with self._turn(thread) as slot:
+        turn, hold = await self._open_new_turn(thread, run_id=run_id, title=session_title(text))
+        async with self._turn(thread, hold) as slot:
             try:
                 run = self.agent.call_tool(tool, arguments, text=text, run_id=run_id)
                 await self._drive_stoppable(run, thread, turn, slot)
@@ -355,10 +391,14 @@ class Conversations:
         (the store lets the same child win twice) and continues where the first attempt got.
         `by` names who gave the answers: they count as requesters of what the run asks next.
         `hold` is the thread's turn taken with `hold_turn()` (this lets go of it), and `claimed`
-        the run as `answer_and_claim` claimed it for `child_id` with the lease of `hold`.
+        the run as `answer_and_claim` claimed it for `child_id` with the lease of `hold` (and
+        the thread's stop mark, in `hold.take`).
         """
+        # The session shows `processing` once the run has claimed the paused one (its
+        # `StartEvent`), so a resume that loses the claim to another never touches the status the
+        # winner shows; the stop mark it starts from is the one read with its lease.
+        turn = self._session(thread, run_id=child_id)
         try:
-            turn = await self._open_turn(thread, run_id=child_id, title=None)
             if turn is None and working_ts:
                 await self.chat.react(thread.channel, working_ts, WORKING_REACTION)
             elif turn is not None:
@@ -369,6 +409,8 @@ class Conversations:
             raise
         try:
             async with self._turn(thread, hold) as slot:
+                if turn is not None:
+                    turn.stop_before = slot.stop
                 if turn is not None and claimed is None and child_id is not None:
                     # Possibly a retry (a claim won just now never is): the stream a dead
                     # attempt of this child left open is stopped and taken away, or, finished,

@@ -273,6 +273,43 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         assert h.texts(asked.ts)[-2:] == [f"Stopped by <@{BOB}>.", "Tool said: restarted api"]
 
 
+async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
+    make_bot: BotFactory, slack: LocalSlack
+) -> None:
+    """A click's turn learns the thread's stop mark with its claim (no read of its own): a
+    stop pressed while it runs ends it within a second, and the stop that ended the thread's
+    previous turn does not end the next one."""
+    gate = _Gate()
+
+    def script(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return f"Tool said: {messages[-1]['content']}"
+        return [{"name": "restart", "arguments": {"service": "api"}}]
+
+    from bot.testing import FunctionModel
+
+    tool = Tool(gate.restart, requires_approval=True)
+    agent = Agent(name="slow", model=FunctionModel(script), tools=[tool])
+    async with make_bot(agent) as h:
+        asked = await h.mention(ALICE, "restart api")
+        for turn, stopper in enumerate((BOB, ALICE)):
+            if turn:
+                await h.reply(ALICE, asked.ts, "restart api again")
+            gate.started.clear()
+            assert (await slack.click(BOB, h.card(asked.ts).ts, ACTION_APPROVE)).status == 200
+            await asyncio.wait_for(gate.started.wait(), timeout=10)
+            await asyncio.sleep(3 * STOP_POLL)  # an older stop, if any, would have ended it
+            assert slack.sessions[(CHANNEL, asked.ts)].status == "processing"
+            pressed = time.monotonic()
+            assert (await slack.press_stop(stopper, CHANNEL, asked.ts)).status == 200
+            await asyncio.wait_for(h.bot.drain(), timeout=5)
+            assert time.monotonic() - pressed < 1.0
+            assert h.texts(asked.ts)[-1] == f"Stopped by <@{stopper}>."
+            assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
+        gate.release.set()
+        assert not gate.ended
+
+
 async def test_stop_closes_the_open_card_and_cancels_its_run(
     make_bot: BotFactory, slack: LocalSlack
 ) -> None:

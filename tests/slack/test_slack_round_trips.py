@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import ClassVar
@@ -24,10 +24,14 @@ from bot.slack import SlackBot, load_settings
 from state import RedisStore
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL, BotFactory
+from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
 
 MOST_TRIPS = 6
 """The issue's bound: from the click's arrival to the resumed run's final save, inbox included."""
+
+STREAM_WRITES = 1
+"""In an agent session the reply is streamed, and its message remembered (`set_run_stream`) as
+soon as the stream starts, so that a retry after a crash stops it instead of streaming twice."""
 
 JOURNAL_WRITES = 2
 """An approved tool with side effects is journaled before it runs and as it returns (the run
@@ -103,7 +107,16 @@ def _answered(slack: LocalSlack, thread_ts: str) -> bool:
     )
 
 
-async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -> Counter[str]:
+def _carded(slack: LocalSlack, thread_ts: str) -> bool:
+    return any(m.blocks for m in slack.bot_messages(thread_ts=thread_ts))
+
+
+Step = Callable[[LocalSlack, SlackBot, Trips], Awaitable[str]]
+"""What is counted: sent to the bot from LocalSlack, and waited for until its reply is shown
+(`trips.sent` cleared where counting starts); returns its thread's ts."""
+
+
+async def _trips(url: str, slack: LocalSlack, agent: Agent, step: Step) -> Counter[str]:
     settings = load_settings(
         slack_bot_token=slack.bot_token,
         slack_signing_secret=slack.signing_secret,
@@ -120,14 +133,7 @@ async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -
         # The first round loads every script into the server (NOSCRIPT, then SCRIPT LOAD): a
         # process does that once. The second is the one counted.
         for _ in range(2):
-            asked = await slack.post_user_message(ALICE, CHANNEL, "go")
-            await bot.drain()
-            card = next(m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks)
-            trips.sent.clear()
-            response = await slack.click(BOB, card.ts, action)
-            assert response.status == 200
-            # The ack kicked the worker (one take); wait for the answer and the item's `done`.
-            await slack.wait_for(lambda ts=asked.ts: _answered(slack, ts))
+            thread_ts = await step(slack, bot, trips)
             deadline = time.monotonic() + 10
             # The worker has no "idle" event; `run_until_idle()` would take (a round trip).
             while bot.worker.busy and time.monotonic() < deadline:  # noqa: ASYNC110
@@ -135,9 +141,37 @@ async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -
             assert not bot.worker.busy
             counted = trips.breakdown()
             assert await trips.store.inbox_size() == 0
-            assert await trips.store.get_thread_run(CHANNEL, asked.ts) is not None
-        print(f"\nRedis round trips of one answered click ({agent.name}): {dict(counted)}")
+            assert await trips.store.get_thread_run(CHANNEL, thread_ts) is not None
         return counted
+
+
+async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -> Counter[str]:
+    async def click(slack: LocalSlack, bot: SlackBot, trips: Trips) -> str:
+        asked = await slack.post_user_message(ALICE, CHANNEL, "go")
+        await bot.drain()
+        card = next(m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks)
+        trips.sent.clear()
+        response = await slack.click(BOB, card.ts, action)
+        assert response.status == 200
+        # The ack kicked the worker (one take); wait for the answer and the item's `done`.
+        await slack.wait_for(lambda: _answered(slack, asked.ts))
+        return asked.ts
+
+    counted = await _trips(url, slack, agent, click)
+    print(f"\nRedis round trips of one answered click ({agent.name}): {dict(counted)}")
+    return counted
+
+
+async def _mention_trips(url: str, slack: LocalSlack, agent: Agent) -> Counter[str]:
+    async def mention(slack: LocalSlack, bot: SlackBot, trips: Trips) -> str:
+        trips.sent.clear()
+        asked = await slack.post_user_message(ALICE, CHANNEL, "go")
+        await slack.wait_for(lambda: _carded(slack, asked.ts))
+        return asked.ts
+
+    counted = await _trips(url, slack, agent, mention)
+    print(f"\nRedis round trips of one mention ({agent.name}): {dict(counted)}")
+    return counted
 
 
 async def test_an_answered_question_costs_at_most_six_round_trips(
@@ -188,3 +222,34 @@ async def test_an_answer_the_runtime_refuses_on_the_short_path_cancels_the_run(
         assert child is not None and child.parent_id == paused_id
         assert (child.status, child.reason) == ("cancelled", "cancelled")
         assert await h.store.acquire_thread(CHANNEL, asked.ts, owner="next", ttl=30)
+
+
+async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_stream(
+    redis_store_url: str, slack: LocalSlack
+) -> None:
+    """With the app declared an agent, the resumed turn starts from the thread's stop mark read
+    with the claim (no read of its own); all it adds is the write that keeps its stream."""
+    classic = await _click_trips(redis_store_url, slack, agents.confirm_agent, ACTION_CONFIRM)
+    async with LocalSlack(agent_view=True) as agent_slack:
+        agent = await _click_trips(
+            redis_store_url, agent_slack, agents.confirm_agent, ACTION_CONFIRM
+        )
+        statuses = [c.args["status"] for c in calls_to(agent_slack, "agents.sessions.setStatus")]
+    # Two rounds of a new turn and its resume, each an agent session.
+    assert statuses == ["processing"] * 4
+    assert agent - classic == Counter({"SET": STREAM_WRITES}), (agent, classic)
+    assert not classic - agent, (agent, classic)
+    assert sum(agent.values()) <= MOST_TRIPS + STREAM_WRITES
+
+
+async def test_an_agent_session_mention_costs_what_a_classic_one_does_besides_its_stream(
+    redis_store_url: str, slack: LocalSlack
+) -> None:
+    """A new message's turn reads the stop mark with its first take of the thread's lease."""
+    classic = await _mention_trips(redis_store_url, slack, agents.confirm_agent)
+    async with LocalSlack(agent_view=True) as agent_slack:
+        agent = await _mention_trips(redis_store_url, agent_slack, agents.confirm_agent)
+        statuses = [c.args["status"] for c in calls_to(agent_slack, "agents.sessions.setStatus")]
+    assert statuses == ["processing"] * 2  # two rounds, each an agent session
+    assert agent - classic == Counter({"SET": STREAM_WRITES}), (agent, classic)
+    assert not classic - agent, (agent, classic)

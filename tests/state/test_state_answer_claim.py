@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from state import AuditEntry, Store, ThreadLease, TurnClaim
+from state import AuditEntry, Store, ThreadLease, ThreadStop, TurnClaim
 
 from .conftest import make_interaction, make_run
 
@@ -59,6 +59,39 @@ async def test_the_last_answer_claims_the_run_and_the_thread_lease(store: Store)
     # Claimed, so not a run to recover; and another child loses it.
     assert await store.settled_runs() == []
     assert not (await store.claim_run("run-1", child_id="run-other")).won
+
+
+async def test_the_claim_reads_the_threads_stop_mark_with_it(store: Store) -> None:
+    """The turn a claim starts learns which stop it starts from in the same step: none yet,
+    then the thread's last one (another thread's mark is not it)."""
+    await _paused_with(store, "ix-1")
+    await store.stop_thread(CHANNEL, "another-thread", ThreadStop(user="U7", at=1.0))
+    claim = await store.answer_and_claim(
+        "ix-1", answer="postgres", answered_by="U1", now=time.time(), audit=_entry(), turn=_turn()
+    )
+    assert claim.run is not None and claim.stop is None
+
+    await store.save_run(make_run("run-2"))
+    await store.add_interactions([make_interaction("ix-2", "run-2")])
+    mark = ThreadStop(user="U2", at=1700000000.5, event_id="Ev2")
+    await store.stop_thread(CHANNEL, THREAD, mark)
+    lease = ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner="worker-a")
+    turn = TurnClaim(run_id="run-2", child_id="run-2-child", lease=lease, lease_ttl=30)
+    claim = await store.answer_and_claim(
+        "ix-2", answer="sqlite", answered_by="U1", now=time.time(), audit=_entry(), turn=turn
+    )
+    assert claim.run is not None and claim.run.run_id == "run-2"
+    assert claim.stop == mark
+
+
+async def test_a_claim_that_takes_no_run_brings_no_stop_mark(store: Store) -> None:
+    """Without the run the caller goes the long way, whose lease take reads the mark."""
+    await _paused_with(store, "ix-1", "ix-2")
+    await store.stop_thread(CHANNEL, THREAD, ThreadStop(user="U2", at=1.0))
+    claim = await store.answer_and_claim(
+        "ix-1", answer="postgres", answered_by="U1", now=time.time(), audit=_entry(), turn=_turn()
+    )
+    assert claim.won and (claim.run, claim.stop) == (None, None)
 
 
 async def test_a_run_with_another_interaction_is_not_claimed(store: Store) -> None:

@@ -714,7 +714,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 30
+    assert len(scripts) == 31
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -760,6 +760,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     )
     assert answered.won and answered.run is not None
     assert await any_redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
+    assert (await any_redis_store.take_thread("C1", "1.1", owner="a", ttl=60)).held
     await any_redis_store.release_thread("C1", "1.1", owner="a")
     item_id = await any_redis_store.enqueue("event", {"n": 1}, dedupe="Ev1")
     assert [item.item_id for item in await any_redis_store.take("worker-a")] == [item_id]

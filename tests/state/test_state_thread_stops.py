@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from state import CorruptRecordError, RedisStore, SQLiteStore, Store, ThreadStop
+from state import CorruptRecordError, RedisStore, SQLiteStore, Store, ThreadStop, ThreadTake
 from state._url import sqlite_path
 
 from .conftest import raw_client, redis_keys
@@ -22,6 +22,26 @@ async def test_the_last_stop_of_a_thread_is_kept(store: Store) -> None:
     assert await store.thread_stop("C1:x", "1.1") == ThreadStop(user="U3", at=1.0)
     assert await store.thread_stop("C1", "1.2") is None
     assert await store.thread_stop("C2", "1.1") is None
+
+
+async def test_taking_a_threads_lease_reads_its_stop_mark(store: Store) -> None:
+    """`take_thread` is `acquire_thread` with the thread's stop mark read in the same step,
+    whether the lease was won or not."""
+    taken = await store.take_thread("C1", "1.1", owner="a", ttl=30)
+    assert taken == ThreadTake(held=True, stop=None)
+    mark = ThreadStop(user="U1", at=100.5, event_id="Ev1")
+    await store.stop_thread("C1", "1.1", mark)
+    await store.stop_thread("C1", "1.2", ThreadStop(user="U2", at=1.0))
+    assert await store.take_thread("C1", "1.1", owner="b", ttl=30) == ThreadTake(
+        held=False, stop=mark
+    )
+    assert await store.take_thread("C1", "1.1", owner="a", ttl=30) == ThreadTake(
+        held=True, stop=mark
+    )
+    assert not await store.acquire_thread("C1", "1.1", owner="b", ttl=30)
+    await store.release_thread("C1", "1.1", owner="a")
+    assert (await store.take_thread("C1", "1.1", owner="b", ttl=30)).held
+    assert await store.take_thread("C2", "1.1", owner="b", ttl=30) == ThreadTake(held=True)
 
 
 async def test_a_run_remembers_the_message_it_streams_into(store: Store) -> None:
@@ -45,3 +65,5 @@ async def test_a_corrupt_stop_mark_is_reported(store: Store, store_url: str) -> 
         conn.close()
     with pytest.raises(CorruptRecordError, match="thread stop"):
         await store.thread_stop("C1", "1.1")
+    with pytest.raises(CorruptRecordError, match="thread stop"):
+        await store.take_thread("C1", "1.1", owner="a", ttl=30)
