@@ -2,7 +2,7 @@
 
 from state import Approval, ApprovalRuleError
 
-from ._agent import Agent, AgentRun
+from ._agent import Agent
 from ._errors import (
     ApprovalPolicyError,
     HandbackError,
@@ -14,6 +14,7 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
+from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
 

@@ -25,7 +25,8 @@ from ._tool import ApprovalRule, Tool
 from .events import InteractionEvent, OutputEvent
 
 if TYPE_CHECKING:
-    from ._agent import Agent, AgentRun
+    from ._agent import Agent
+    from ._run import AgentRun
 
 __all__ = ["AgentTool", "cancel_nested", "nested_run_id"]
 

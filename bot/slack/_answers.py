@@ -36,13 +36,14 @@ from .._errors import ApprovalPolicyError
 from .._redact import redact, redact_schema
 from .._tool import ArgumentsError
 from ._chat import Chat
-from ._conversation import Conversations, Thread, TurnHold
+from ._conversation import Conversations
 from ._expiry import EXPIRED_REASON
 from ._grants import revoke_grant
 from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
 from ._refusal import Refusal
+from ._turns import Thread, TurnHold
 from ._votes import Votes, approves, voted, votes_needed
 from ._worker import Work
 
@@ -288,7 +289,7 @@ class Answers:
         page = blocks.page_from_action(record, action)
         if not (record.channel and record.message_ts):
             return
-        card = self.conversations.card(record, page=page)
+        card = self.conversations.cards.card(record, page=page)
         await self.chat.update(
             record.channel, record.message_ts, card["text"], blocks=card["blocks"]
         )
@@ -296,7 +297,7 @@ class Answers:
         # this one, which would bring the buttons back. Show the stored state if it moved on.
         now = await self.store.get_interaction(record.interaction_id)
         if now is not None and now.status != "pending":
-            card = self.conversations.card(now)
+            card = self.conversations.cards.card(now)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
@@ -532,7 +533,7 @@ class Answers:
             answer = {key: value for key, value in kept if key != "approvers"}
         thread = _thread_of(record)
         child_id = None if work is None else work.run_id("resume")
-        hold = None if child_id is None else await self.conversations.hold_turn(thread)
+        hold = None if child_id is None else await self.conversations.turns.hold_turn(thread)
         try:
             claim = await self._claim(
                 record, user=user, answer=answer, child_id=child_id, hold=hold, needed=needed
@@ -545,7 +546,7 @@ class Answers:
                 await self.conversations.grants.give(claim.record)
         except BaseException:
             if hold is not None:
-                self.conversations.let_go(hold)
+                self.conversations.turns.let_go(hold)
             raise
         stored, now = claim.record, self.clock()
         if claim.run is not None and stored is not None and hold is not None:
@@ -555,9 +556,9 @@ class Answers:
             # anything could show `processing`: the turn needs no read of its own.
             hold.take = ThreadTake(held=True, stop=claim.stop)
             try:
-                await self.conversations.show_closed(stored)
+                await self.conversations.cards.show_closed(stored)
             except BaseException:
-                self.conversations.let_go(hold)
+                self.conversations.turns.let_go(hold)
                 raise
             await self.conversations.resume(
                 run_id=stored.run_id,
@@ -571,7 +572,7 @@ class Answers:
             )
             return
         if hold is not None:
-            self.conversations.let_go(hold)
+            self.conversations.turns.let_go(hold)
         if (
             stored is not None
             and stored.status == "pending"
@@ -590,7 +591,7 @@ class Answers:
                 or _own_earlier_vote(stored, user, work, answer)
             )
         ):
-            await self.conversations.show_closed(stored)
+            await self.conversations.cards.show_closed(stored)
             await self.resume_if_complete(
                 stored.run_id, working_ts=stored.message_ts, child_id=child_id
             )
@@ -614,7 +615,7 @@ class Answers:
             )
             return
         _metrics.ANSWERS.labels(outcome="accepted").inc()
-        await self.conversations.show_closed(stored)
+        await self.conversations.cards.show_closed(stored)
         await self.resume_if_complete(
             stored.run_id, working_ts=stored.message_ts, child_id=child_id
         )
@@ -770,12 +771,12 @@ class Answers:
         for record in records:
             if record.status == "answered":
                 # The process that took the answer may have died before the card showed it.
-                await self.conversations.show_closed(record)
+                await self.conversations.cards.show_closed(record)
                 answers[record.interaction_id] = record.answer
             else:
                 # Closed unanswered by an expiry that was cut short: the card says so, and the
                 # run is cancelled as the sweep would have done.
-                await self.conversations.show_closed(record)
+                await self.conversations.cards.show_closed(record)
                 answers[record.interaction_id] = Cancel(_cancel_reason(record.status))
         await self.conversations.resume(
             run_id=run_id,

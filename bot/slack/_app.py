@@ -178,7 +178,7 @@ class SlackBot:
             agent_name=agent.name,
             clock=clock,
         )
-        self.conversations.home_changed = self.home.changed
+        self.conversations.cards.home_changed = self.home.changed
         nudges.changed = self.home.changed
         self.answers = Answers(
             store=store,

@@ -28,7 +28,8 @@ from .. import Agent, Tool
 from .._redact import redact
 from .._tool import ArgumentsError
 from ._chat import Chat, escape
-from ._conversation import Conversations, Thread
+from ._conversation import Conversations
+from ._turns import Thread
 from ._worker import Work
 
 __all__ = ["CommandCheck", "Commands", "FormCheck", "read_command", "read_form_submission"]

@@ -13,7 +13,8 @@ from state import Store, StoreError, WorkItem
 from ._answers import Answers, user_and_channel
 from ._chat import Chat
 from ._commands import Commands
-from ._conversation import Conversations, Thread
+from ._conversation import Conversations
+from ._turns import Thread
 from ._worker import Work
 
 __all__ = ["NOT_RECORDED", "SORRY", "Dispatch", "mention_of"]

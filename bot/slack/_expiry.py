@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Callable
 from state import AuditEntry, InteractionRecord, Store
 
 from .. import Cancel
-from ._conversation import Conversations, Thread
+from ._conversation import Conversations
 from ._nudges import Nudges
+from ._turns import Thread
 from ._worker import derived_run_id
 
 __all__ = ["EXPIRED_REASON", "Sweeper"]
@@ -62,9 +63,9 @@ class Sweeper:
                 detail=f"expired at {closed.expires_at:.0f}",
             )
         )
-        await self.conversations.show_closed(closed)
+        await self.conversations.cards.show_closed(closed)
         # The run cannot go on without this answer: its other questions close with it.
-        await self.conversations.close_pending(closed.run_id, status="cancelled", user=None)
+        await self.conversations.cards.close_pending(closed.run_id, status="cancelled", user=None)
         thread = Thread(
             channel=closed.channel,
             thread_ts=closed.thread_ts or closed.message_ts or "",

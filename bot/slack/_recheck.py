@@ -127,12 +127,12 @@ class Recheck:
         """The card of an approval some approvals were taken back from, open again with the
         votes left and `note`; Home lists it again for its approvers."""
         if record.channel and record.message_ts:
-            card = blocks.with_note(self.conversations.card(record), note)
+            card = blocks.with_note(self.conversations.cards.card(record), note)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
-        if self.conversations.home_changed is not None:
-            self.conversations.home_changed([record])  # it waits on its approvers again
+        if self.conversations.cards.home_changed is not None:
+            self.conversations.cards.home_changed([record])  # it waits on its approvers again
 
 
 def _withdrawal_note(gone: dict[str, str]) -> str:

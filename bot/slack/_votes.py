@@ -84,12 +84,12 @@ class Votes:
         picture must not land on top of it: the stored state is read again, and shown if it
         moved on."""
         if note is None:
-            await self.conversations.show_closed(record)
+            await self.conversations.cards.show_closed(record)
         else:
             await self.recheck.show_reopened(record, note)
         now = await self.store.get_interaction(record.interaction_id)
         if now is not None and (now.status != record.status or now.votes != record.votes):
-            await self.conversations.show_closed(now)
+            await self.conversations.cards.show_closed(now)
 
 
 def votes_needed(record: InteractionRecord, answer: Any) -> int:

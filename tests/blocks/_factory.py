@@ -8,7 +8,7 @@ from typing import Any
 from state import InteractionRecord
 
 CREATED = 1_700_000_000.0
-# What the runtime stores for approvals (bot._agent.APPROVAL_SCHEMA), kept here so that these
+# What the runtime stores for approvals (bot._step.APPROVAL_SCHEMA), kept here so that these
 # tests exercise `blocks` alone.
 APPROVAL_SCHEMA: dict[str, Any] = {
     "anyOf": [

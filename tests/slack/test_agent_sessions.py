@@ -17,7 +17,7 @@ from blocks import ACTION_APPROVE, escape
 from bot import Agent, Tool
 from bot._model import ModelResponse
 from bot.playground._slack import ApiCall, LocalSlack
-from bot.slack._conversation import STOP_POLL
+from bot.slack._drive import STOP_POLL
 
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
@@ -347,7 +347,7 @@ async def test_stop_closes_the_open_card_and_cancels_its_run(
 )
 def test_a_cancel_reason_keeps_only_plain_user_mentions(reason: str, shown: str) -> None:
     from bot.events import OutputEvent
-    from bot.slack._conversation import _reply_text
+    from bot.slack._drive import _reply_text
 
     output = OutputEvent.model_validate(
         {

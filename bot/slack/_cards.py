@@ -1,0 +1,233 @@
+"""A run's requests as cards in its thread: each `InteractionEvent` placed in an
+`InteractionRecord`, saved, then posted as a card (or answered by a standing grant, or said to be
+lost when Slack refuses it); cards brought up to date as their requests close (answered, expired,
+superseded, stopped)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import blocks
+from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
+
+from ..events import InteractionEvent
+from ._chat import Chat
+from ._grants import Grants, used_grant
+from ._policy import AnswerPolicy, GroupMembers
+from ._turns import Thread
+
+__all__ = ["Cards"]
+
+log = logging.getLogger("handback.slack")
+
+
+class Cards:
+    """Posts a run's cards in its thread and keeps them up to date with their records."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        chat: Chat,
+        ttl: float,
+        grants: Grants,
+        clock: Callable[[], float] = time.time,
+        policy: AnswerPolicy | None = None,
+        members: GroupMembers | None = None,
+    ) -> None:
+        self.store = store
+        self.chat = chat
+        self.ttl = ttl
+        self.grants = grants
+        self.clock = clock
+        self.policy = policy
+        self.members = members
+        self.home_changed: Callable[[list[InteractionRecord]], None] | None = None
+        """Told (without waiting) which requests were posted or closed, so App Home views that
+        list them are refreshed."""
+
+    async def post(
+        self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
+    ) -> None:
+        now = self.clock()
+        records: list[InteractionRecord] = []
+        granted = False
+        for event in events:
+            existing = await self.store.get_interaction(event.interaction_id)
+            if existing is not None and used_grant(existing):
+                # A retry of a turn whose first attempt approved this under a grant: no card;
+                # the run's resume is queued below (again: the queue drops a repeat).
+                granted = True
+                continue
+            record = InteractionRecord.placed(
+                event.interaction,
+                run_id=run_id,
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                requester=thread.requester,
+                requesters=requesters,
+                created_at=now,
+                expires_at=now + self.ttl,
+            )
+            if existing is not None and existing.status == "pending":
+                # Paused again on the same interaction: its card stays, the record moves on.
+                record.message_ts = existing.message_ts
+                record.created_at = existing.created_at
+                record.expires_at = existing.expires_at
+            records.append(record)
+        # Stored before the cards exist, so a click can never find an unknown interaction.
+        await self.store.add_interactions(records)
+        for record in records:
+            if record.message_ts:
+                continue
+            if await self.grants.answer(record) is not None:
+                granted = True  # Approved under a standing grant: no card.
+                continue
+            card = self.card(record)
+            ts = await self.chat.post(
+                thread.channel, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
+            )
+            if ts is None:
+                log.error("could not post the card of interaction %s", record.interaction_id)
+                await self._card_lost(record, thread, card["text"])
+                continue
+            await self.store.set_message(
+                record.interaction_id, channel=thread.channel, message_ts=ts
+            )
+            await self._note_unapprovable(record, thread)
+        if self.home_changed is not None:
+            self.home_changed(records)
+        if granted:
+            await self._resume_granted(run_id)
+
+    async def _resume_granted(self, run_id: str) -> None:
+        """Queue the resume of a run whose approvals grants answered, once nothing else of it
+        is pending: this turn holds the thread, so the resume runs as a work item after it, as
+        the settled-run recovery would queue it (same work id, so the two never both run). A
+        crash before this line leaves a settled run, which that recovery finds."""
+        if any(r.status == "pending" for r in await self.store.run_interactions(run_id)):
+            return  # A card waits too; its answer resumes the run with every answer.
+        key = f"recover:{run_id}"
+        await self.store.enqueue("recover", {"id": key, "run_id": run_id}, dedupe=key)
+
+    async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
+        """In a DM nobody but the requester sees the card; say so when they may not approve it,
+        instead of leaving a card that can only expire."""
+        if (
+            record.kind != "approval"
+            or not _is_dm(thread.channel)
+            or self.policy is None
+            or self.members is None
+            or thread.requester is None
+        ):
+            return
+        if await self.policy.refusal(record, thread.requester, self.members) is None:
+            return
+        await self.chat.post(
+            thread.channel,
+            ":information_source: Someone else has to approve this, and nobody else can see "
+            "this conversation. You can Deny it here; to get it approved, mention me in a "
+            "channel where an approver can see the request.",
+            thread_ts=thread.thread_ts,
+        )
+
+    async def _card_lost(self, record: InteractionRecord, thread: Thread, summary: str) -> None:
+        """Say in the thread that a request could not be shown, so the run does not wait unseen.
+
+        The interaction stays pending: a free-text question can still be answered by a reply,
+        and the next message in the thread supersedes it, as it would a card.
+        """
+        how = (
+            "Reply in this thread to answer it."
+            if blocks.accepts_text_reply(record)
+            else "Send your message again to get a new card."
+        )
+        notice = f":warning: I could not show the buttons for this request in Slack. {how}"
+        await self.chat.post(thread.channel, f"{notice}\n{summary}", thread_ts=thread.thread_ts)
+
+    async def close_pending(
+        self, run_id: str, *, status: Literal["superseded", "cancelled"], user: str | None
+    ) -> None:
+        """Close the run's still-pending interactions (superseded, cancelled) and their cards."""
+        for record in await self.store.run_interactions(run_id):
+            if record.status != "pending":
+                continue
+            claim = await self.store.close_interaction(
+                record.interaction_id, status=status, now=self.clock()
+            )
+            if not claim.won or claim.record is None:
+                continue
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action=status,
+                    interaction_id=record.interaction_id,
+                    run_id=run_id,
+                    user=user,
+                )
+            )
+            await self.show_closed(claim.record)
+
+    def card(self, record: InteractionRecord, *, page: int = 0) -> blocks.Message:
+        """The card for `record` as it stands, saying who may approve it (an approval)."""
+        return blocks.render(record, page=page, approvers=self.approvers_of(record))
+
+    def approvers_of(self, record: InteractionRecord) -> tuple[str, ...] | None:
+        """Who the policy lets approve `record`, for its card; None for a question, without a
+        policy, or for a rule that does not read back (the card then names nobody)."""
+        if record.kind != "approval" or self.policy is None:
+            return None
+        try:
+            return self.policy.approvers_of(record)
+        except CorruptRecordError:
+            return None
+
+    async def show_closed(self, record: InteractionRecord, *, note: str | None = None) -> None:
+        """Bring the card up to date with the record: answered, expired, superseded, ...
+        (an update that repeats one already made changes nothing); `note` replaces the line
+        that says how it closed."""
+        if record.channel and record.message_ts:
+            card = self.card(record)
+            if note is not None and card["blocks"]:
+                card["blocks"][-1] = {"type": "section", "text": {"type": "mrkdwn", "text": note}}
+            await self.chat.update(
+                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+            )
+        if self.home_changed is not None:
+            self.home_changed([record])
+
+    async def close_for_stop(
+        self, run_id: str, *, user: str, reason: str
+    ) -> list[InteractionRecord]:
+        closed = []
+        for record in await self.store.run_interactions(run_id):
+            if record.status != "pending":
+                continue
+            claim = await self.store.close_interaction(
+                record.interaction_id, status="cancelled", now=self.clock()
+            )
+            if not claim.won or claim.record is None:
+                continue
+            closed.append(claim.record)
+            await self.store.audit(
+                AuditEntry(
+                    at=self.clock(),
+                    action="cancelled",
+                    interaction_id=record.interaction_id,
+                    run_id=run_id,
+                    user=user,
+                    detail=reason,
+                )
+            )
+            await self.show_closed(
+                claim.record, note=f":octagonal_sign: This request was {reason}."
+            )
+        return closed
+
+
+def _is_dm(channel: str) -> bool:
+    # Slack's direct-message conversation ids start with D; channels with C, private ones G.
+    return channel.startswith("D")

@@ -1,0 +1,186 @@
+"""A run's events shown in its thread: streamed into the turn's agent session (or, classic,
+a reply at the end), its requests handed to `Cards`, the thread pointed at the run once it is
+saved; and, in an agent session, the stop button watched while the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+
+from state import Store, StoreError, ThreadStop
+
+from .._run import AgentRun
+from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
+from ._cards import Cards
+from ._chat import Chat, escape
+from ._session import AgentTurn, mention
+from ._turns import Slot, Thread
+
+__all__ = ["STOP_POLL", "WORKING_REACTION", "Driver"]
+
+log = logging.getLogger("handback.slack")
+
+WORKING_REACTION = "hourglass_flowing_sand"
+
+STOP_POLL = 0.2
+"""Seconds between looks at the thread's stop mark while a turn runs (agent sessions only): a
+stop pressed at any replica ends the turn within a second."""
+
+
+class Driver:
+    """Drives a run of a thread's turn and shows what it does in the thread."""
+
+    def __init__(self, *, store: Store, chat: Chat, cards: Cards) -> None:
+        self.store = store
+        self.chat = chat
+        self.cards = cards
+
+    async def drive(
+        self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
+    ) -> None:
+        """Drive the run; a stop pressed in the thread once the turn began (in any process: the
+        mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped."""
+        if turn is None:
+            await self._drive(run, thread, turn, slot)  # Classic messages have no stop button.
+            return
+        driving = asyncio.create_task(self._drive(run, thread, turn, slot))
+        watching = asyncio.create_task(self._watch_stop(thread, turn.stop_before, driving))
+        try:
+            await driving
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            stop = watching.result() if watching.done() and not watching.cancelled() else None
+            if stop is None or (me is not None and me.cancelling()):
+                raise  # Not our stop: the worker is shutting down and hands the work on.
+            await self._stopped(run.run_id, thread, turn, stop)
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    async def _watch_stop(
+        self, thread: Thread, before: ThreadStop | None, driving: asyncio.Task[None]
+    ) -> ThreadStop:
+        """Cancel `driving` once the thread's stop mark is not the one it had when the turn
+        began (compared by value, not by time: processes' clocks differ)."""
+        while True:
+            await asyncio.sleep(STOP_POLL)
+            try:
+                stop = await self.store.thread_stop(thread.channel, thread.thread_ts)
+            except StoreError:
+                continue  # The run goes on; the next poll may see the stop.
+            if stop is not None and stop != before:
+                driving.cancel()
+                return stop
+
+    async def _stopped(
+        self, run_id: str, thread: Thread, turn: AgentTurn, stop: ThreadStop
+    ) -> None:
+        """The run was cancelled by a stop (and saved `cancelled/interrupted`, its open calls
+        closed): the thread continues from it, the session leaves `processing`."""
+        log.info("run %s in %s/%s stopped by %s", run_id, *_where(thread), stop.user)
+        if await self.store.load_run(run_id) is not None:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
+        await turn.finish("active")
+        await self.chat.post(
+            thread.channel, f"Stopped by {mention(stop.user)}.", thread_ts=thread.thread_ts
+        )
+
+    async def _drive(
+        self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
+    ) -> None:
+        interactions: list[InteractionEvent] = []
+        output: OutputEvent | None = None
+        async for event in run:
+            if isinstance(event, OutputEvent):
+                output = event
+            elif isinstance(event, StartEvent):
+                if turn is not None and not turn.begun:
+                    await self._begin_resumed(thread, turn)
+            elif isinstance(event, InteractionEvent):
+                interactions.append(event)
+                if turn is not None:
+                    await turn.waiting(event)
+            elif turn is None:
+                continue
+            elif isinstance(event, DeltaEvent):
+                await turn.text(event.text)
+            elif isinstance(event, ToolEvent):
+                await turn.tool(event)
+        if output is None:
+            raise RuntimeError("the run ended without an OutputEvent")
+        # The run is in the store by now, so the thread may point at it: at once, or in a work
+        # item with the release of the lease, when its `done` (under the lease until then).
+        if slot.deferred:
+            slot.run_id = output.run_id
+        else:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        if output.status.reason == "input_required":
+            if turn is not None:
+                await turn.finish("suspended")
+            await self.cards.post(output.run_id, interactions, thread, run.requesters)
+            return
+        reply = _reply_text(output)
+        if turn is None:
+            await self.chat.post(thread.channel, reply, thread_ts=thread.thread_ts)
+        elif output.status.code == "success" and turn.streamed_text:
+            await self._finish(thread, turn)
+        else:
+            await turn.markdown(("\n\n" if turn.shown else "") + reply)
+            await self._finish(thread, turn)
+        if output.status.code == "error":
+            log.error("run %s ended in error: %s", output.run_id, output.error)
+
+    async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
+        """`processing` for a resume whose run has claimed the paused one; when that first
+        agent call finds the app is not an agent, the classic reaction instead."""
+        if not await turn.begin() and not self.chat.agent_view and turn.working_ts:
+            turn.reacted = await self.chat.react(thread.channel, turn.working_ts, WORKING_REACTION)
+
+    async def _finish(self, thread: Thread, turn: AgentTurn) -> None:
+        """End the turn's stream `active`; what could not be streamed is posted."""
+        if not await turn.finish("active") and turn.shown:
+            await self.chat.post(thread.channel, turn.shown, thread_ts=thread.thread_ts)
+
+    async def say(self, thread: Thread, turn: AgentTurn | None, text: str) -> None:
+        """Tell the thread something we wrote, in the turn's stream when there is one."""
+        if turn is None:
+            await self.chat.post(thread.channel, text, thread_ts=thread.thread_ts)
+            return
+        await turn.markdown(("\n\n" if turn.shown else "") + text)
+        await self._finish(thread, turn)
+
+    async def failed(self, thread: Thread, doing: str, turn: AgentTurn | None) -> None:
+        log.exception("failed while %s in %s/%s", doing, thread.channel, thread.thread_ts)
+        await self.say(
+            thread,
+            turn,
+            "Sorry, something went wrong on my side. The details are in the bot's log.",
+        )
+
+
+def _reply_text(output: OutputEvent) -> str:
+    status = output.status
+    if status.code == "success":
+        value = output.output
+        text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+        return escape(text) if text.strip() else "Done."
+    if status.code == "cancelled":
+        why = f" ({_escape_keeping_mentions(status.message)})" if status.message else ""
+        return f"Stopped{why}."
+    return "Sorry, that did not work out: the run failed. The details are in the bot's log."
+
+
+_MENTION = re.compile(r"&lt;@([UW][A-Z0-9]{2,30})&gt;")
+
+
+def _escape_keeping_mentions(text: str) -> str:
+    """A cancel reason, escaped, with well-formed user mentions kept as mentions: ours say who
+    stopped the run ("stopped by <@U…>"); nothing but a user id survives (no `<!channel>`, no
+    link), and a reason is never the model's text."""
+    return _MENTION.sub(r"<@\1>", escape(text))
+
+
+def _where(thread: Thread) -> tuple[str, str]:
+    return thread.channel, thread.thread_ts
