@@ -14,7 +14,7 @@ import blocks
 from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
 
 from ..events import InteractionEvent
-from ._chat import Chat
+from ._chat import Chat, is_dm
 from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
 from ._turns import Thread
@@ -118,7 +118,7 @@ class Cards:
         instead of leaving a card that can only expire."""
         if (
             record.kind != "approval"
-            or not _is_dm(thread.channel)
+            or not is_dm(thread.channel)
             or self.policy is None
             or self.members is None
             or thread.requester is None
@@ -226,8 +226,3 @@ class Cards:
                 claim.record, note=f":octagonal_sign: This request was {reason}."
             )
         return closed
-
-
-def _is_dm(channel: str) -> bool:
-    # Slack's direct-message conversation ids start with D; channels with C, private ones G.
-    return channel.startswith("D")

@@ -21,7 +21,7 @@ import blocks
 
 from .. import _metrics
 
-__all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text"]
+__all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text", "is_dm"]
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
 
@@ -213,7 +213,7 @@ class Chat:
         if not self.agent_view:
             return None
         kwargs: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
-        if not _is_dm(channel) and recipient:
+        if not is_dm(channel) and recipient:
             kwargs["recipient_user_id"] = recipient
             kwargs["recipient_team_id"] = await self.team_id()
         data = await self._agent_call(
@@ -252,6 +252,7 @@ def _stream_result(data: dict[str, Any] | str) -> StreamResult:
     return "not_streaming" if data == "message_not_in_streaming_state" else "failed"
 
 
-def _is_dm(channel: str) -> bool:
-    # Slack's direct-message conversation ids start with D.
+def is_dm(channel: str) -> bool:
+    """Whether `channel` is a direct-message conversation (Slack's ids start with D; channels'
+    with C, private ones' with G)."""
     return channel.startswith("D")
