@@ -42,6 +42,7 @@ from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
+from ._heap import freeze_startup_heap
 from ._home import Home
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
@@ -327,9 +328,11 @@ class SlackBot:
     async def serve_http(
         self, host: str, port: int, *, health_only: bool = False
     ) -> AsyncIterator[str]:
-        """Serve HTTP mode; yields the events URL (port 0 picks a free port)."""
+        """Serve HTTP mode; yields the events URL (port 0 picks a free port). The objects alive
+        by then are frozen out of the garbage collector's full passes (`freeze_startup_heap`)."""
         runner = web.AppRunner(self.web_app(health_only=health_only), access_log=None)
         await runner.setup()
+        freeze_startup_heap()
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
@@ -341,8 +344,10 @@ class SlackBot:
 
     async def run_socket_mode(self, app_token: str, stop: asyncio.Event) -> None:
         """Connect over Socket Mode and handle requests until `stop` is set; payloads that do not
-        fit are acked and never reach Bolt (`CheckedSocketModeHandler`)."""
+        fit are acked and never reach Bolt (`CheckedSocketModeHandler`). The objects alive by
+        then are frozen out of the garbage collector's full passes (`freeze_startup_heap`)."""
         handler = CheckedSocketModeHandler(self.app, app_token)
+        freeze_startup_heap()
         # slack_sdk retries a failing connection forever, so the first connect races `stop`:
         # a SIGTERM while Slack is out of reach still ends the process.
         connecting = asyncio.ensure_future(handler.connect_async())  # type: ignore[no-untyped-call]
