@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
+
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -455,17 +456,15 @@ class SlackGate:
                 raw_body=text,
                 body=body,
                 query=request.query_string,
-                headers=request.headers,  # type: ignore[arg-type]
+                headers=request.headers,
             )
-        except Exception as error:  # Bolt's own reading; the models should leave it nothing.
+        except Exception as error:  # Bolt's reading of the context; the models leave it nothing.
             log.warning("refused a Slack request Bolt could not read: %r", error)
             return web.Response(status=400, text="malformed")
         return await to_aiohttp_response(await self._dispatch(bolt_request))
 
     @staticmethod
-    def _check(
-        raw: bytes, content_type: str | None
-    ) -> tuple[Refused | None, str, dict[str, Any]]:
+    def _check(raw: bytes, content_type: str | None) -> tuple[Refused | None, str, dict[str, Any]]:
         """`(refusal, text, payload)`: a refusal (an event's is a 200) unless the body fits a
         payload Bolt has a listener for."""
         try:
