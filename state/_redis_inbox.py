@@ -2,7 +2,8 @@
 (the group's pending entries list), counts their deliveries and hands expired leases to another
 consumer (XAUTOCLAIM). A lease is the server's idle time of the pending entry: it ends `lease`
 seconds (the *taker's* `lease`, so every process should use the same one) after the last take or
-heartbeat (XCLAIM resets it), by the server's clock.
+heartbeat (XCLAIM resets it), by the server's clock. Enqueues that arrive together are written
+by one script call (`GroupCommit`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 
 from ._codec import text
 from ._errors import CorruptRecordError
+from ._group_commit import GroupCommit
 from ._inbox import (
     WorkItem,
     check_consumer,
@@ -40,15 +42,25 @@ _ENTRY_ID = re.compile(r"\d+-\d+")
 # once it exists, ignored) keeps the inbox working after its key was deleted.
 _ENSURE_GROUP = "redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')\n"
 
-# KEYS: the stream, then the dedupe mark when there is one. The XADD is the script's first write:
-# if Redis refuses it (out of memory), the script stops having written nothing, so no mark is left
-# for an item that was not recorded and Slack's redelivery of it is accepted. The mark is checked
-# before and set after; a script runs alone, so no other enqueue can come in between.
+# KEYS: the stream, then the dedupe marks of the batch; ARGV: the marks' TTL, then per item its
+# kind, its body and the index in KEYS of its mark (0: none). An item's XADD is its first write:
+# if Redis refuses the batch's first write (out of memory), the script stops having written
+# nothing, so no mark is left for an item that was not recorded and Slack's redelivery of it is
+# accepted; once a script has written, Redis lets it finish. A mark is checked before and set
+# after its item; a script runs alone, so no other enqueue can come in between, and a second
+# item of the batch with the same mark is a repeat.
 _ENQUEUE = """
-if #KEYS == 2 and redis.call('EXISTS', KEYS[2]) == 1 then return false end
-local id = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[1], 'body', ARGV[2])
-if #KEYS == 2 then redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) end
-return id
+local ids = {}
+for i = 2, #ARGV, 3 do
+  local mark = tonumber(ARGV[i + 2])
+  if mark > 0 and redis.call('EXISTS', KEYS[mark]) == 1 then
+    ids[#ids + 1] = false
+  else
+    ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[i], 'body', ARGV[i + 1])
+    if mark > 0 then redis.call('SET', KEYS[mark], '1', 'NX', 'EX', ARGV[1]) end
+  end
+end
+return ids
 """
 
 # ARGV: group, consumer, count, lease in ms. Expired leases first (their deliveries counted by
@@ -127,6 +139,7 @@ class RedisInbox:
     nothing and may block makes a second one, the blocking XREADGROUP)."""
 
     _keys: RedisKeys
+    _enqueues: GroupCommit[tuple[str, str, str | None], str | None]
 
     def _live(self) -> RedisClient:
         raise NotImplementedError
@@ -139,21 +152,29 @@ class RedisInbox:
         self._take_script = client.register_script(_TAKE)
         self._extend_script = client.register_script(_EXTEND)
         self._done_script = client.register_script(_DONE)
+        self._enqueues = GroupCommit(self._write_enqueues)
 
     async def enqueue(
         self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
     ) -> str | None:
-        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`) in the same script."""
+        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`) in the same script, which also
+        writes the enqueues that arrive with this one."""
         check_dedupe(kind, dedupe)
+        return await self._enqueues.submit((kind, encode_body(body), dedupe))
+
+    async def _write_enqueues(
+        self, items: Sequence[tuple[str, str, str | None]]
+    ) -> list[str | None]:
         keys = [self._keys.inbox]
-        if dedupe is not None:
-            keys.append(self._keys.inbox_seen(dedupe))
-        reply = await self._send(
-            self._enqueue_script(
-                keys=keys, args=[kind, encode_body(body), DELIVERY_TTL], client=self._live()
-            )
-        )
-        return None if reply is None else text(reply)
+        args: list[str | int] = [DELIVERY_TTL]
+        for kind, body, dedupe in items:
+            mark = 0
+            if dedupe is not None:
+                keys.append(self._keys.inbox_seen(dedupe))
+                mark = len(keys)
+            args += [kind, body, mark]
+        reply = await self._send(self._enqueue_script(keys=keys, args=args, client=self._live()))
+        return [None if item_id is None else text(item_id) for item_id in reply]
 
     async def take(
         self, consumer: str, *, count: int = 16, lease: float = 5.0, block: float = 0.0

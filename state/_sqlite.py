@@ -319,7 +319,7 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         self._synchronous: Synchronous = synchronous
         self._closed = False
         self._last_prune = 0.0
-        self._inbox_waiters = set()
+        self._init_inbox()
         try:
             self._conn = sqlite3.connect(
                 self._path,

@@ -1,5 +1,6 @@
 """The inbox on SQLite: an `inbox` table of leased rows (owner, lease_until, attempts), taken in
 `BEGIN IMMEDIATE` transactions, so several processes sharing the file each get an item alone.
+Enqueues that arrive together are written in one transaction (`GroupCommit`).
 
 Rows are numbered by AUTOINCREMENT, which never reuses a number: a late `done` of an old id can
 never delete a newer item. A blocking `take` polls the file (another process may enqueue) and is
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from ._group_commit import GroupCommit
 from ._inbox import (
     WorkItem,
     check_consumer,
@@ -71,6 +73,8 @@ _ANY_READY = (
     " OR EXISTS (SELECT 1 FROM inbox WHERE owner IS NOT NULL AND lease_until <= ?)"
 )
 
+_INSERT = "INSERT INTO inbox (kind, body, enqueued_at) VALUES (?, ?, ?)"
+
 # A mark past its `keep_until` counts as unseen (pruning deletes it later), as `first_delivery`.
 _MARK_SEEN = """
 INSERT INTO inbox_seen (dedupe, keep_until) VALUES (?, ?)
@@ -79,18 +83,29 @@ WHERE inbox_seen.keep_until <= ?
 """
 
 
-def _enqueue(conn: sqlite3.Connection, kind: str, body: str, dedupe: str | None) -> str | None:
-    """The mark and the row in one transaction: if the row cannot be written, neither is the
-    mark, and Slack's redelivery of the item is accepted."""
-    now = time.time()
-    if dedupe is not None:
-        marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
-        if marked != 1:
-            return None
-    cursor = conn.execute(
-        "INSERT INTO inbox (kind, body, enqueued_at) VALUES (?, ?, ?)", (kind, body, now)
-    )
-    return str(cursor.lastrowid)
+_Enqueue = tuple[str, str, str | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key."""
+
+
+def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | None]:
+    """The marks and the rows of a batch in one transaction: if a row cannot be written, no
+    mark is, and Slack's redelivery of the item is accepted. A second item with a dedupe key
+    already in the batch is a repeat, as it would be in the next transaction."""
+
+    def write() -> list[str | None]:
+        now = time.time()
+        ids: list[str | None] = []
+        for kind, body, dedupe in items:
+            if dedupe is not None:
+                marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
+                if marked != 1:
+                    ids.append(None)
+                    continue
+            cursor = conn.execute(_INSERT, (kind, body, now))
+            ids.append(str(cursor.lastrowid))
+        return ids
+
+    return transaction(conn, write)
 
 
 def _take(conn: sqlite3.Connection, consumer: str, count: int, lease: float) -> list[Any]:
@@ -135,22 +150,28 @@ class SQLiteInbox:
     """The `Inbox` half of `SQLiteStore`; each call is one function on the store's worker."""
 
     _inbox_waiters: set[asyncio.Event]
+    _enqueues: GroupCommit[_Enqueue, str | None]
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         raise NotImplementedError
 
+    def _init_inbox(self) -> None:
+        self._inbox_waiters = set()
+        self._enqueues = GroupCommit(self._write_enqueues)
+
     async def enqueue(
         self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
     ) -> str | None:
+        """Written with the enqueues that arrive with it, in one transaction."""
         check_dedupe(kind, dedupe)
-        encoded = encode_body(body)
-        item_id = await self._call(
-            lambda conn: transaction(conn, partial(_enqueue, conn, kind, encoded, dedupe))
-        )
-        if item_id is not None:
+        return await self._enqueues.submit((kind, encode_body(body), dedupe))
+
+    async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
+        item_ids = await self._call(partial(_enqueue, items=items))
+        if any(item_id is not None for item_id in item_ids):
             for waiter in self._inbox_waiters:
                 waiter.set()
-        return item_id
+        return item_ids
 
     async def take(
         self, consumer: str, *, count: int = 16, lease: float = 5.0, block: float = 0.0

@@ -4,6 +4,8 @@ its tool having run once (issue 8). In process, with a store that fails on cue."
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +14,7 @@ from blocks import ACTION_APPROVE
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import RunRecord, StoreError, open_store
+from state._url import sqlite_path
 
 from .agents import DEPLOYS, approval_agent
 from .conftest import ALICE, BOB, CHANNEL
@@ -64,3 +67,63 @@ async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
             assert answers(slack, asked.ts) == ["Tool said: deployed api to prod"]
             assert DEPLOYS == [{"service": "api", "environment": "prod"}]
             assert sorry(slack) == []
+
+
+def run_sql(url: str, sql: str) -> None:
+    conn = sqlite3.connect(sqlite_path(url))
+    try:
+        with conn:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
+async def test_clicks_arriving_together_each_count_or_are_told_they_did_not(
+    sqlite_store_url: str,
+) -> None:
+    """Clicks that arrive together share inbox writes (one transaction for those that come
+    while one is being written): when one of them cannot be written, neither can those it
+    shares a write with, and each of those clickers is told; the others' clicks count. None is
+    both told and counted, and clicked again, each card deploys once."""
+    async with LocalSlack() as slack, open_store(sqlite_store_url) as store:
+        settings = load_settings(
+            slack_bot_token=slack.bot_token,
+            slack_signing_secret=slack.signing_secret,
+            slack_api_url=slack.api_url,
+            handback_store=sqlite_store_url,
+        )
+        bot = SlackBot(agent=approval_agent, store=store, settings=settings, loops=False)
+        async with bot, bot.serve_http("127.0.0.1", 0) as url:
+            slack.bot_url = url
+            asked = [
+                await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+                for _ in range(6)
+            ]
+            await bot.drain()
+            cards = [await card_in(slack, message.ts, timeout=5) for message in asked]
+            # The file refuses the click on the last card only; arriving last, it usually comes
+            # while the first is being written, and shares its write with the others.
+            run_sql(
+                sqlite_store_url,
+                "CREATE TRIGGER refuse BEFORE INSERT ON inbox"
+                f" WHEN NEW.body LIKE '%{cards[-1].ts}%'"
+                " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+            )
+            clicked = await asyncio.gather(
+                *(slack.click(BOB, card.ts, ACTION_APPROVE) for card in cards)
+            )
+            assert [response.status for response in clicked] == [200] * len(cards)
+            await bot.drain()
+            told = [e for e in slack.ephemerals_for(BOB) if "could not record" in e.text]
+            counted = [n for n, message in enumerate(asked) if answers(slack, message.ts)]
+            assert len(cards) - 1 not in counted and len(told) >= 1
+            assert len(told) + len(counted) == len(cards) == len(told) + len(DEPLOYS)
+
+            run_sql(sqlite_store_url, "DROP TRIGGER refuse")
+            again = [card for n, card in enumerate(cards) if n not in counted]
+            await asyncio.gather(*(slack.click(BOB, card.ts, ACTION_APPROVE) for card in again))
+            await bot.drain()
+            assert len(DEPLOYS) == len(cards)
+            assert [answers(slack, message.ts) for message in asked] == [
+                ["Tool said: deployed api to prod"]
+            ] * len(cards)

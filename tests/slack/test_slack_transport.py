@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 
@@ -95,3 +96,12 @@ async def test_url_verification_challenge(make_bot: BotFactory) -> None:
         response = await h.slack.send_raw(body)
         assert response.status == 200
         assert "c-123" in response.body
+
+
+async def test_a_serving_process_keeps_its_startup_objects_out_of_full_collections(
+    make_bot: BotFactory,
+) -> None:
+    """A full collection walking every module's objects would hold up every ack in flight;
+    once the app serves, they are frozen (the count is of objects, well over the app's own)."""
+    async with make_bot(agents.memory_agent):
+        assert gc.get_freeze_count() > 10_000

@@ -77,6 +77,21 @@ async def test_a_command_runs_the_tool_through_the_gate(make_bot: BotFactory) ->
         assert h.texts(opening.ts)[-1] == "Deployed api 2.3 to prod (1)."
 
 
+async def test_a_command_arrives_as_typed_whatever_its_characters(make_bot: BotFactory) -> None:
+    """The form Slack posts is read once, at the edge, and Bolt is handed that reading: text
+    with escapes, `+`, `&`, `=`, non-ASCII and even the word `payload` (on which Bolt's own
+    reading of a form gives up) reaches the tool as typed."""
+    version = "2.3+b%41&x=é;payload=1"
+    async with make_bot(_agent(), HANDBACK_APPROVERS="S0OPS") as h:
+        response = await h.slack.run_command(ALICE, CHANNEL, "/deploy", f"api {version}")
+        assert response.status == 200 and not response.body.strip()
+        await h.bot.drain()
+        [opening] = [m for m in h.slack.bot_messages() if m.thread_ts is None]
+        record = await h.store.get_interaction(h.interaction_id(h.card(opening.ts)))
+        assert record is not None
+        assert record.payload["arguments"]["version"] == version
+
+
 async def test_a_bad_command_whose_form_does_not_open_gets_the_usage(
     make_bot: BotFactory,
 ) -> None:

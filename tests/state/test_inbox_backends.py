@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from state import CorruptRecordError, RedisStore, SQLiteStore, StoreError
 from state._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
+from state._url import redis_options
 
 from .conftest import raw_client, redis_keys
 
@@ -118,6 +120,56 @@ async def test_a_failed_xadd_leaves_no_dedupe_mark_on_redis(
     assert await redis_store.inbox_size() == 1
 
 
+def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
+    """A blocking client: a read with it runs before the event loop can write anything more."""
+    options = redis_options(url)
+    if options.cluster:
+        return redis.RedisCluster.from_url(options.client_url)
+    return redis.Redis.from_url(options.client_url)
+
+
+async def test_concurrent_enqueues_are_each_in_redis_when_they_return(
+    redis_store: RedisStore, any_redis_url: str
+) -> None:
+    """A burst of enqueues shares round trips, and each returns only once its entry is stored:
+    the blocking read right after each return finds it."""
+    keys = redis_keys(redis_store)
+    client = sync_client(any_redis_url)
+    missing: list[str] = []
+
+    async def enqueue(n: int) -> str | None:
+        item_id = await redis_store.enqueue("action", {"n": n}, dedupe=f"Ev{n % 40}")
+        if item_id is not None and not client.xrange(keys.inbox, item_id, item_id):
+            missing.append(item_id)
+        return item_id
+
+    try:
+        ids = await asyncio.gather(*(enqueue(n) for n in range(120)))
+    finally:
+        client.close()
+    assert missing == []
+    assert sum(item_id is not None for item_id in ids) == 40  # one per dedupe key
+    assert await redis_store.inbox_size() == 40
+    taken = await redis_store.take("worker-a", count=100)
+    assert sorted(item.body["n"] for item in taken) == list(range(40))
+
+
+async def test_a_failed_burst_of_enqueues_refuses_each_and_leaves_no_mark_on_redis(
+    redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
+) -> None:
+    keys = redis_keys(redis_store)
+    await raw.set(keys.inbox, "not a stream")
+    results = await asyncio.gather(
+        *(redis_store.enqueue("action", {"n": n}, dedupe=f"Ev{n}") for n in range(20)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(result, StoreError) for result in results), results
+    assert [await raw.exists(keys.inbox_seen(f"Ev{n}")) for n in range(20)] == [0] * 20
+
+    await raw.delete(keys.inbox)
+    assert await redis_store.enqueue("action", {"n": 0}, dedupe="Ev0") is not None
+
+
 async def test_an_entry_without_a_json_body_is_corrupt(
     redis_store: RedisStore, raw: aioredis.Redis | aioredis.RedisCluster
 ) -> None:
@@ -165,6 +217,56 @@ async def test_a_failed_insert_leaves_no_dedupe_mark_on_sqlite(
 
     run_sql(db, "DROP TRIGGER refuse")
     assert await sqlite_store.enqueue("event", {"n": 1}, dedupe="Ev1") is not None
+
+
+async def test_concurrent_enqueues_are_each_in_the_file_when_they_return(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """A burst of enqueues shares transactions, and each returns only once its row is
+    committed: another connection's read right after each return finds it."""
+    reader = sqlite3.connect(db)
+    missing: list[str] = []
+
+    async def enqueue(n: int) -> str | None:
+        item_id = await sqlite_store.enqueue("action", {"n": n}, dedupe=f"Ev{n % 40}")
+        found = reader.execute("SELECT 1 FROM inbox WHERE seq = ?", (item_id,)).fetchall()
+        if item_id is not None and not found:
+            missing.append(item_id)
+        return item_id
+
+    try:
+        ids = await asyncio.gather(*(enqueue(n) for n in range(120)))
+    finally:
+        reader.close()
+    assert missing == []
+    assert sum(item_id is not None for item_id in ids) == 40  # one per dedupe key
+    taken = await sqlite_store.take("worker-a", count=100)
+    assert sorted(item.body["n"] for item in taken) == list(range(40))
+
+
+async def test_a_failed_burst_of_enqueues_refuses_each_and_writes_nothing_on_sqlite(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """One item the file refuses fails the transaction, so every enqueue of its burst is
+    refused: none was written, none of their dedupe marks either, and all may be retried."""
+    run_sql(
+        db,
+        "CREATE TRIGGER refuse BEFORE INSERT ON inbox WHEN NEW.body LIKE '%\"n\":7}%'"
+        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    results = await asyncio.gather(
+        *(sqlite_store.enqueue("action", {"n": n}, dedupe=f"Ev{n}") for n in range(10)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(result, StoreError) for result in results), results
+    assert run_sql(db, "SELECT count(*) FROM inbox") == [(0,)]
+    assert run_sql(db, "SELECT count(*) FROM inbox_seen") == [(0,)]
+
+    run_sql(db, "DROP TRIGGER refuse")
+    ids = await asyncio.gather(
+        *(sqlite_store.enqueue("action", {"n": n}, dedupe=f"Ev{n}") for n in range(10))
+    )
+    assert None not in ids
 
 
 async def test_item_ids_are_never_reused(sqlite_store: SQLiteStore) -> None:
