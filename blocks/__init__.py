@@ -37,7 +37,14 @@ from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._grant import grant_given_line, grant_used_notice
-from ._home import HOME_BLOCK_LIMIT, Decision, grant_blocks, render_home
+from ._home import (
+    HOME_BLOCK_LIMIT,
+    NOTICE_BLOCK,
+    Decision,
+    grant_blocks,
+    home_with_notice,
+    render_home,
+)
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -101,6 +108,7 @@ __all__ = [
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
     "HOME_BLOCK_LIMIT",
+    "NOTICE_BLOCK",
     "REDACTED",
     "ActionName",
     "CallbackName",
@@ -126,6 +134,7 @@ __all__ = [
     "grant_blocks",
     "grant_given_line",
     "grant_used_notice",
+    "home_with_notice",
     "locked_arguments",
     "page_from_action",
     "parse_block_action",

@@ -20,7 +20,14 @@ from ._outcome import approval_outcome
 from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, mention, plain, slack_len
 
-__all__ = ["HOME_BLOCK_LIMIT", "Decision", "grant_blocks", "render_home"]
+__all__ = [
+    "HOME_BLOCK_LIMIT",
+    "NOTICE_BLOCK",
+    "Decision",
+    "grant_blocks",
+    "home_with_notice",
+    "render_home",
+]
 
 HOME_BLOCK_LIMIT: Final = 100
 """Slack refuses a Home view of more blocks than this."""
@@ -31,6 +38,9 @@ _GRANTS_SHOWN: Final = 8
 within the room kept after the waiting requests."""
 """Blocks kept for the sections after the waiting requests (headers, lines, notices)."""
 _LINK_LIMIT: Final = 1000
+
+NOTICE_BLOCK: Final = "hb-notice"
+"""The block id of the notice on top of a Home view, so a new notice replaces the last one."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -148,7 +158,7 @@ def render_home(
     blocks, what was decided, and `grants` (None: the section is left out)."""
     blocks: list[dict[str, Any]] = []
     if notice:
-        blocks.append(section(f":warning: {notice}"))
+        blocks.append(_notice(notice))
     blocks.append(header("Waiting on you"))
     room = HOME_BLOCK_LIMIT - _DECIDED_ROOM - len(blocks)
     left_out = 0
@@ -171,3 +181,24 @@ def render_home(
     if grants is not None:
         blocks += grant_blocks(grants)
     return {"type": "home", "blocks": blocks[:HOME_BLOCK_LIMIT]}
+
+
+def home_with_notice(shown: Any, notice: str) -> dict[str, Any]:
+    """The Home view a person has open (`view` of their Home click's payload, as Slack sent it),
+    again, with `notice` (safe mrkdwn we wrote) on top in place of any earlier notice: for telling
+    them something when the store cannot be read to draw the view afresh. Anything but a Home
+    view with a list of blocks becomes the notice alone."""
+    kept: list[dict[str, Any]] = []
+    if isinstance(shown, dict) and shown.get("type") == "home":
+        drawn = shown.get("blocks")
+        if isinstance(drawn, list):
+            kept = [
+                block
+                for block in drawn
+                if isinstance(block, dict) and block.get("block_id") != NOTICE_BLOCK
+            ]
+    return {"type": "home", "blocks": [_notice(notice), *kept][:HOME_BLOCK_LIMIT]}
+
+
+def _notice(text: str) -> dict[str, Any]:
+    return {**section(f":warning: {text}"), "block_id": NOTICE_BLOCK}

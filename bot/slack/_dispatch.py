@@ -8,6 +8,7 @@ import logging
 import re
 from typing import Any
 
+import blocks
 from state import Store, StoreError, WorkItem
 
 from ._answers import Answers, user_and_channel
@@ -43,10 +44,14 @@ class Dispatch:
         """The last event being worked for each thread."""
 
     async def not_recorded(self, body: dict[str, Any]) -> None:
-        """Tell the person who clicked that nothing was recorded, so they try again."""
+        """Tell the person who clicked that nothing was recorded, so they try again: in the
+        channel (ephemeral), or, for a click in App Home (no channel), on top of the view they
+        have open, drawn again from the payload since the store is what failed."""
         user, channel = user_and_channel(body)
         if user and channel:
             await self.chat.ephemeral(channel, user, NOT_RECORDED)
+        elif user and isinstance(body.get("view"), dict) and body["view"].get("type") == "home":
+            await self.chat.publish_view(user, blocks.home_with_notice(body["view"], NOT_RECORDED))
 
     async def work(self, item: WorkItem) -> None:
         """One inbox item; a `StoreError` leaves it in the inbox to be taken again."""

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from blocks import ACTION_APPROVE, ACTION_DENY_REASON
+from blocks import ACTION_APPROVE, ACTION_DENY_REASON, NOTICE_BLOCK
 from bot.playground._payloads import home_block_actions
+from bot.playground._slack import LocalSlack
+from bot.slack import SlackBot, load_settings
 from bot.slack._home import NOT_IN_HOME
-from state import InteractionRecord, RunRecord
+from state import InteractionRecord, RunRecord, open_store
 
 from ..blocks._slack import check_home_view
 from . import agents
-from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
+from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness, calls_to
+from .test_durable_store_errors import run_sql
 
 
 def _listed(view: dict[str, Any] | None) -> set[str]:
@@ -301,3 +304,49 @@ async def test_another_agents_requests_in_a_shared_store_are_not_listed(
         await h.store.add_interactions([theirs])
 
         assert _listed(await _open(h, BOB)) == {ours}
+
+
+async def test_a_home_click_that_cannot_be_recorded_says_so_on_top_of_the_view(
+    slack: LocalSlack, sqlite_store_url: str
+) -> None:
+    """A Home click has no channel for an ephemeral "not recorded": the view the person has
+    open is published again from the click's payload (the store is what failed) with the
+    notice on top, once however often it happens, and nothing is approved."""
+    config = load_settings(
+        slack_bot_token=slack.bot_token,
+        slack_signing_secret=slack.signing_secret,
+        slack_api_url=slack.api_url,
+        handback_store=sqlite_store_url,
+        handback_approvers="S0OPS",
+    )
+    async with (
+        open_store(sqlite_store_url) as store,
+        SlackBot(agent=agents.approval_agent, store=store, settings=config, loops=False) as bot,
+        bot.serve_http("127.0.0.1", 0) as url,
+    ):
+        slack.bot_url = url
+        h = Harness(slack=slack, bot=bot, store=store, clock=Clock())
+        asked, interaction = await _ask(h, ALICE)
+        before = await _open(h, BOB)
+        run_sql(
+            sqlite_store_url,
+            "CREATE TRIGGER refuse BEFORE INSERT ON inbox"
+            " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+        )
+        for _ in range(2):
+            published = len(calls_to(slack, "views.publish"))
+            response = await slack.click_home(BOB, ACTION_APPROVE, interaction_id=interaction)
+            assert response.status == 200
+            # The notice is published by a task after the ack.
+            await slack.wait_for(lambda p=published: len(calls_to(slack, "views.publish")) > p)
+            await bot.drain()
+        view = slack.home_view(BOB)
+        assert view is not None
+        check_home_view(view)
+        notices = [b for b in view["blocks"] if b.get("block_id") == NOTICE_BLOCK]
+        assert len(notices) == 1 and view["blocks"][0] is notices[0]
+        assert "could not record" in str(notices[0])
+        assert _listed(view) == _listed(before) == {interaction}  # the rest as it was
+        assert agents.DEPLOYS == []
+        assert (await store.get_interaction(interaction)).status == "pending"  # type: ignore[union-attr]
+        assert not [m for m in h.texts(asked) if m.startswith("Tool said")]
