@@ -149,8 +149,8 @@ class SlackBot:
             allow_self_approval=settings.handback_allow_self_approval,
         )
         # Injected members (tests) are read as given; Slack's are cached for clicks, and read
-        # fresh when a resume checks its approvals again.
-        fresh = members or fresh_group_members(self.client)
+        # fresh (at most seconds old) when a claim or a resume checks its approvals again.
+        fresh = members or fresh_group_members(self.client, clock=clock)
         members = members or slack_group_members(self.client)
         self.conversations = Conversations(
             agent=agent,

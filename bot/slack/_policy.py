@@ -18,6 +18,7 @@ says, and never for a rule that needs several approvers; the others are refused 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -32,6 +33,7 @@ from state import CorruptRecordError, InteractionRecord, approval_of
 from .._errors import HandbackError
 
 __all__ = [
+    "FRESH_WITHIN",
     "AnswerPolicy",
     "GroupLookupFailed",
     "GroupMembers",
@@ -51,27 +53,51 @@ class GroupLookupFailed(HandbackError):
     """Slack would not list a user group's members; the message says which group and why."""
 
 
+FRESH_WITHIN = 2.0
+"""Seconds a user group's member list read for a claim or a resume stays fresh."""
+
+
 def slack_group_members(client: AsyncWebClient, *, ttl: float = 60.0) -> GroupMembers:
-    """Members of a user group from `usergroups.users.list`, cached for `ttl` seconds."""
-    cache: dict[str, tuple[float, frozenset[str]]] = {}
+    """Members of a user group from `usergroups.users.list`, cached for `ttl` seconds: what a
+    click is checked against first."""
+    return _group_reader(client, within=ttl, clock=time.monotonic)
+
+
+def fresh_group_members(
+    client: AsyncWebClient,
+    *,
+    within: float = FRESH_WITHIN,
+    clock: Callable[[], float] = time.time,
+) -> GroupMembers:
+    """Members of a user group as Slack listed them at most `within` seconds ago (by `clock`),
+    never from the click cache: what a claim and a resume check approvals against, since someone
+    may have left the group since they clicked."""
+    return _group_reader(client, within=within, clock=clock)
+
+
+def _group_reader(
+    client: AsyncWebClient, *, within: float, clock: Callable[[], float]
+) -> GroupMembers:
+    """Member lists read at most `within` seconds ago. Lookups of one group that overlap share
+    one call, and a list read lately serves the next: `usergroups.users.list` is rate limited
+    (Slack's tier 2, about 20 a minute), so a burst of approvals must ask about once per group,
+    not once per click, or most of them wait minutes behind the client's rate-limit retries. A
+    failed lookup is not kept."""
+    reads: dict[str, tuple[float, asyncio.Future[frozenset[str]]]] = {}
 
     async def members(group_id: str) -> frozenset[str]:
-        hit = cache.get(group_id)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
-        found = await _list_members(client, group_id)
-        cache[group_id] = (time.monotonic() + ttl, found)
-        return found
-
-    return members
-
-
-def fresh_group_members(client: AsyncWebClient) -> GroupMembers:
-    """Members of a user group as Slack lists them now, never from a cache: what a resume
-    checks approvals against, since someone may have left the group since they clicked."""
-
-    async def members(group_id: str) -> frozenset[str]:
-        return await _list_members(client, group_id)
+        now = clock()
+        kept = reads.get(group_id)
+        if kept is not None:
+            started, read = kept
+            failed = read.done() and (read.cancelled() or read.exception() is not None)
+            if now - started <= within and not failed:
+                return await asyncio.shield(read)
+        read = asyncio.ensure_future(_list_members(client, group_id))
+        # Retrieved here: a failure whose callers were all cancelled is not logged as lost.
+        read.add_done_callback(lambda done: done.cancelled() or done.exception())
+        reads[group_id] = (now, read)
+        return await asyncio.shield(read)
 
     return members
 
