@@ -107,13 +107,13 @@ class Answers:
         self._recheck = Recheck(
             store=store,
             chat=chat,
-            conversations=conversations,
+            cards=conversations.cards,
             policy=policy,
             fresh_members=self.fresh_members,
             clock=clock,
         )
         self._votes = Votes(
-            store=store, conversations=conversations, recheck=self._recheck, refuse=self._refuse
+            store=store, cards=conversations.cards, recheck=self._recheck, refuse=self._refuse
         )
 
     # ---------------------------------------------------------------- checks

@@ -13,8 +13,8 @@ from typing import Any
 import blocks
 from state import AuditEntry, InteractionRecord, Store
 
+from ._cards import Cards
 from ._chat import Chat
-from ._conversation import Conversations
 from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._votes import approves
 
@@ -31,14 +31,14 @@ class Recheck:
         *,
         store: Store,
         chat: Chat,
-        conversations: Conversations,
+        cards: Cards,
         policy: AnswerPolicy,
         fresh_members: GroupMembers,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.chat = chat
-        self.conversations = conversations
+        self.cards = cards
         self.policy = policy
         self.fresh_members = fresh_members
         """User groups read without a cache."""
@@ -127,12 +127,12 @@ class Recheck:
         """The card of an approval some approvals were taken back from, open again with the
         votes left and `note`; Home lists it again for its approvers."""
         if record.channel and record.message_ts:
-            card = blocks.with_note(self.conversations.cards.card(record), note)
+            card = blocks.with_note(self.cards.card(record), note)
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
-        if self.conversations.cards.home_changed is not None:
-            self.conversations.cards.home_changed([record])  # it waits on its approvers again
+        if self.cards.home_changed is not None:
+            self.cards.home_changed([record])  # it waits on its approvers again
 
 
 def _withdrawal_note(gone: dict[str, str]) -> str:

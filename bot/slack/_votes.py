@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from state import CorruptRecordError, InteractionRecord, Store, approval_of
 
 from .. import _metrics
-from ._conversation import Conversations
+from ._cards import Cards
 from ._refusal import Refusal
 from ._worker import Work
 
@@ -43,11 +43,9 @@ class Refuse(Protocol):
 class Votes:
     """Shows the votes of an approval still open, and refuses a second vote by the same person."""
 
-    def __init__(
-        self, *, store: Store, conversations: Conversations, recheck: Recheck, refuse: Refuse
-    ) -> None:
+    def __init__(self, *, store: Store, cards: Cards, recheck: Recheck, refuse: Refuse) -> None:
         self.store = store
-        self.conversations = conversations
+        self.cards = cards
         self.recheck = recheck
         self._refuse = refuse
 
@@ -84,12 +82,12 @@ class Votes:
         picture must not land on top of it: the stored state is read again, and shown if it
         moved on."""
         if note is None:
-            await self.conversations.cards.show_closed(record)
+            await self.cards.show_closed(record)
         else:
             await self.recheck.show_reopened(record, note)
         now = await self.store.get_interaction(record.interaction_id)
         if now is not None and (now.status != record.status or now.votes != record.votes):
-            await self.conversations.cards.show_closed(now)
+            await self.cards.show_closed(now)
 
 
 def votes_needed(record: InteractionRecord, answer: Any) -> int:
