@@ -3,8 +3,8 @@ resume's claims), closed, or its answer or a vote taken back, each one Lua scrip
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ._codec import (
     approves,
@@ -17,12 +17,11 @@ from ._codec import (
     vote_audits,
 )
 from ._errors import UsageError
-from ._keys import AUDIT_CAP, SETTLED_TTL, RedisKeys
+from ._keys import AUDIT_CAP, SETTLED_TTL
 from ._records import (
     AnswerClaim,
     AuditEntry,
     InteractionClaim,
-    InteractionRecord,
     InteractionStatus,
     TurnClaim,
     Vote,
@@ -31,11 +30,11 @@ from ._redis_cluster import RedisClient
 from ._redis_ix import LUA_READ_IX
 from ._redis_log import LUA_READ_LOG, decode_loaded
 from ._redis_nudges import LUA_SCHEDULE
+from ._redis_part import RedisPart
 from ._withdrawal import LUA_DROP_VOTES, withdrawal_audits
 
 __all__ = ["RedisAnswers"]
 
-_T = TypeVar("_T")
 
 # Lists the run of the interaction at `ix` in the settled index. Whether that run is still paused
 # and unclaimed is left to `settled_runs`: the run's key is not known before the script reads
@@ -252,22 +251,8 @@ return {1, read_ix(KEYS[1])}
 _CLOSING: frozenset[str] = frozenset({"expired", "superseded", "cancelled"})
 
 
-class RedisAnswers:
+class RedisAnswers(RedisPart):
     """The answer half of `RedisStore`: every change of an interaction's answer."""
-
-    _keys: RedisKeys
-
-    def _live(self) -> RedisClient:
-        raise NotImplementedError
-
-    async def _send(self, call: Awaitable[_T]) -> _T:
-        raise NotImplementedError
-
-    def _decode_ix(self, interaction_id: str, values: Sequence[Any]) -> InteractionRecord:
-        raise NotImplementedError
-
-    def _interaction_claim(self, interaction_id: str, reply: Sequence[Any]) -> InteractionClaim:
-        raise NotImplementedError
 
     def _register_answers(self, client: RedisClient) -> None:
         self._answer = client.register_script(_ANSWER)

@@ -8,18 +8,18 @@ script), and every read checks `revoked_at` and `expires_at` in the hash itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ._codec import check_now, encode_audit, text
 from ._grant import GRANT_OVERLAY, Grant, GrantClaim, check_grant, decode_grant, encode_grant
-from ._keys import AUDIT_CAP, GRANT_GRACE, LONGEST_WAIT, RedisKeys
+from ._keys import AUDIT_CAP, GRANT_GRACE, LONGEST_WAIT
 from ._records import AuditEntry
 from ._redis_cluster import RedisClient
+from ._redis_part import RedisPart
 
 __all__ = ["RedisGrants"]
 
-_T = TypeVar("_T")
 
 _GRANT_FIELDS = ("rec", *GRANT_OVERLAY)
 
@@ -74,16 +74,8 @@ return out
 """
 
 
-class RedisGrants:
+class RedisGrants(RedisPart):
     """The grant half of `RedisStore` (all but `answer_under_grant`, which is an answer)."""
-
-    _keys: RedisKeys
-
-    def _live(self) -> RedisClient:
-        raise NotImplementedError
-
-    async def _send(self, call: Awaitable[_T]) -> _T:
-        raise NotImplementedError
 
     def _register_grants(self, client: RedisClient) -> None:
         self._add_grant_script = client.register_script(_ADD)

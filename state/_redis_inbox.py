@@ -9,8 +9,8 @@ by one script call (`GroupCommit`).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._codec import text
 from ._errors import CorruptRecordError
@@ -26,13 +26,13 @@ from ._inbox import (
     lease_seconds,
     millis,
 )
-from ._keys import DELIVERY_TTL, INBOX_GROUP, THREAD_TTL, RedisKeys
+from ._keys import DELIVERY_TTL, INBOX_GROUP, THREAD_TTL
 from ._records import ThreadLease
 from ._redis_cluster import RedisClient
+from ._redis_part import RedisPart
 
 __all__ = ["RedisInbox"]
 
-_T = TypeVar("_T")
 
 _ENTRY_ID = re.compile(r"\d+-\d+")
 
@@ -134,18 +134,11 @@ def _is_entry_id(item_id: str) -> bool:
     return _ENTRY_ID.fullmatch(item_id) is not None
 
 
-class RedisInbox:
+class RedisInbox(RedisPart):
     """The `Inbox` half of `RedisStore`; every call is one round trip (a `take` that finds
     nothing and may block makes a second one, the blocking XREADGROUP)."""
 
-    _keys: RedisKeys
     _enqueues: GroupCommit[tuple[str, str, str | None], str | None]
-
-    def _live(self) -> RedisClient:
-        raise NotImplementedError
-
-    async def _send(self, call: Awaitable[_T]) -> _T:
-        raise NotImplementedError
 
     def _register_inbox(self, client: RedisClient) -> None:
         self._enqueue_script = client.register_script(_ENQUEUE)

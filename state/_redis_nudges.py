@@ -4,20 +4,18 @@ interaction's place in `nudges` right (shared with adding and withdrawing)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from ._codec import check_now, text
 from ._errors import UsageError
-from ._keys import RedisKeys
 from ._nudges import NUDGE_KINDS, next_nudge
-from ._records import InteractionClaim, InteractionRecord, Nudge, NudgeKind
+from ._records import InteractionClaim, Nudge, NudgeKind
 from ._redis_cluster import RedisClient
 from ._redis_ix import LUA_READ_IX
+from ._redis_part import RedisPart
 
 __all__ = ["LUA_SCHEDULE", "RedisNudges"]
 
-_T = TypeVar("_T")
 
 # Puts a pending approval in `nudges` under when its next nudge is due (the reminder until it
 # fired, then the escalation), or takes it out when nothing is left to fire.
@@ -83,22 +81,8 @@ return out
 )
 
 
-class RedisNudges:
+class RedisNudges(RedisPart):
     """The reminder and escalation half of `RedisStore`."""
-
-    _keys: RedisKeys
-
-    def _live(self) -> RedisClient:
-        raise NotImplementedError
-
-    async def _send(self, call: Awaitable[_T]) -> _T:
-        raise NotImplementedError
-
-    def _decode_ix(self, interaction_id: str, values: Sequence[Any]) -> InteractionRecord:
-        raise NotImplementedError
-
-    def _interaction_claim(self, interaction_id: str, reply: Sequence[Any]) -> InteractionClaim:
-        raise NotImplementedError
 
     def _register_nudges(self, client: RedisClient) -> None:
         self._mark_nudged = client.register_script(_MARK_NUDGED)

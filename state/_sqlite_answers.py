@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import pydantic_core
 
@@ -37,12 +37,12 @@ from ._records import (
 from ._sqlite_grants import GRANT_ACTIVE
 from ._sqlite_ix import IX_COLUMNS, SELECT_IX, decode_ix
 from ._sqlite_log import LOAD_RUN, decode_loaded
+from ._sqlite_part import SQLitePart
 from ._sqlite_tx import append_audit, transaction
 from ._withdrawal import drop_votes, withdrawal_audits
 
 __all__ = ["ACQUIRE_THREAD", "SELECT_STOP", "SQLiteAnswers", "decode_stop_row"]
 
-_T = TypeVar("_T")
 
 # A late answer (`expires_at <= now`) matches no row and so changes nothing: the record stays
 # `pending` for the expiry sweep, which closes it and cancels its run.
@@ -190,16 +190,8 @@ def _vote(
     return "last", pydantic_core.to_json({**ballot.answer, "approvers": users}).decode()
 
 
-class SQLiteAnswers:
+class SQLiteAnswers(SQLitePart):
     """The answer half of `SQLiteStore`: every change of an interaction's answer."""
-
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        raise NotImplementedError
-
-    async def _claim_interaction(
-        self, interaction_id: str, update: str, params: tuple[Any, ...]
-    ) -> InteractionClaim:
-        raise NotImplementedError
 
     async def answer_interaction(
         self, interaction_id: str, *, answer: Any, answered_by: str, now: float

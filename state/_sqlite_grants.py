@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from ._codec import check_now, encode_audit
 from ._grant import GRANT_OVERLAY, Grant, GrantClaim, check_grant, decode_grant, encode_grant
 from ._keys import GRANT_GRACE, LONGEST_WAIT
 from ._records import AuditEntry
+from ._sqlite_part import SQLitePart
 from ._sqlite_tx import append_audit, transaction
 
 __all__ = ["GRANT_ACTIVE", "GRANT_SCHEMA", "SQLiteGrants"]
 
-_T = TypeVar("_T")
 
 # `thread_ts` is '' for a channel grant, so one index serves both lookups of a call.
 GRANT_SCHEMA = """
@@ -99,11 +98,8 @@ def _revoke(
     return False, row
 
 
-class SQLiteGrants:
+class SQLiteGrants(SQLitePart):
     """The grant half of `SQLiteStore` (all but `answer_under_grant`, which is an answer)."""
-
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        raise NotImplementedError
 
     async def add_grant(self, grant: Grant, *, audit: AuditEntry) -> bool:
         check_grant(grant)

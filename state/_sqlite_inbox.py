@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from ._group_commit import GroupCommit
 from ._inbox import (
@@ -29,11 +29,11 @@ from ._inbox import (
 )
 from ._keys import DELIVERY_TTL, THREAD_TTL
 from ._records import ThreadLease
+from ._sqlite_part import SQLitePart
 from ._sqlite_tx import transaction
 
 __all__ = ["INBOX_POLL", "INBOX_SCHEMA", "SET_THREAD_RUN", "SQLiteInbox"]
 
-_T = TypeVar("_T")
 
 INBOX_POLL = 0.025
 """How often (seconds) a blocking `take` looks for items another process enqueued."""
@@ -146,14 +146,11 @@ def _is_row_id(item_id: str) -> bool:
     return item_id.isascii() and item_id.isdigit()
 
 
-class SQLiteInbox:
+class SQLiteInbox(SQLitePart):
     """The `Inbox` half of `SQLiteStore`; each call is one function on the store's worker."""
 
     _inbox_waiters: set[asyncio.Event]
     _enqueues: GroupCommit[_Enqueue, str | None]
-
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        raise NotImplementedError
 
     def _init_inbox(self) -> None:
         self._inbox_waiters = set()

@@ -4,18 +4,16 @@ predate them), the query of due nudges and the conditional updates that fire one
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 from ._codec import check_now
 from ._errors import UsageError
 from ._nudges import NUDGE_KINDS, next_nudge
 from ._records import InteractionClaim, Nudge, NudgeKind
 from ._sqlite_ix import IX_COLUMNS, decode_ix
+from ._sqlite_part import SQLitePart
 
 __all__ = ["SQLiteNudges", "add_nudge_columns"]
 
-_T = TypeVar("_T")
 
 _NUDGE_COLUMNS = ("remind_at", "escalate_at", "reminded_at", "escalated_at")
 """Columns of `interactions` added after the table first shipped: a file created before them
@@ -59,16 +57,8 @@ def add_nudge_columns(conn: sqlite3.Connection) -> None:
     conn.execute(_NUDGE_INDEX)
 
 
-class SQLiteNudges:
+class SQLiteNudges(SQLitePart):
     """The reminder and escalation half of `SQLiteStore`."""
-
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        raise NotImplementedError
-
-    async def _claim_interaction(
-        self, interaction_id: str, update: str, params: tuple[Any, ...]
-    ) -> InteractionClaim:
-        raise NotImplementedError
 
     async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
         check_now(now)
