@@ -362,5 +362,12 @@ class Store(
 ):
     """Everything handback persists; `open_store(url)` returns one."""
 
+    @property
+    def calls_waiting(self) -> int:
+        """Calls of this process waiting for their turn at the store right now: for a pooled
+        connection (Redis) or for the database thread (SQLite). The inbox worker takes no new
+        work while its own work keeps calls waiting, so the app's inbox writes, which Slack
+        waits for, do not queue behind it."""
+
     async def aclose(self) -> None:
         """Release connections; closing twice is fine."""

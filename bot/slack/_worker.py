@@ -54,6 +54,9 @@ the same loop: a process that took work faster than it can run it would answer S
 an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
 the loop is, not only the `concurrency` cap."""
 
+_STORE_PAUSE = 0.01
+"""Seconds between looks while the store has calls of this process waiting for their turn."""
+
 _YIELD_PAUSE = 0.005
 _YIELD_MOST = 0.25
 """Seconds taking waits at most for the app's requests in flight (`yield_to`): a burst of clicks
@@ -345,8 +348,8 @@ class Worker:
                 log.warning("work item %s was taken over by another worker", lost)
 
     async def _wait_for_calm(self) -> None:
-        """Return once nothing more urgent runs and a turn of the event loop is quick again
-        (or nothing of ours runs)."""
+        """Return once nothing more urgent runs, the store serves our calls without a queue
+        and a turn of the event loop is quick again (or nothing of ours runs)."""
         loop = asyncio.get_running_loop()
         yielding_until = loop.time() + _YIELD_MOST
         while not self._stopping.is_set():
@@ -355,6 +358,12 @@ class Worker:
                 continue
             if not self._inflight:
                 return
+            if self.store.calls_waiting:
+                # The work in flight already keeps the store's connections busy: more of it
+                # would only lengthen the queue, where the app's inbox writes wait their turn
+                # too, past Slack's deadline in a burst. The running work drains it.
+                await self._pause(_STORE_PAUSE)
+                continue
             began = loop.time()
             await asyncio.sleep(0)  # resumes after every callback that was ready has run
             if loop.time() - began < _BUSY_LOOP:
