@@ -246,6 +246,7 @@ class Worker:
         shutdown. Each starts once the app's requests in flight are answered (`yield_to`)."""
         self._took_all_new = len(items) < self._offered
         for item in items:
+            _metrics.WORK_TAKEN.labels(kind=item.kind, by="record").inc()
             self._start(item, handed=True)
 
     async def run_until_idle(self) -> int:
@@ -297,9 +298,12 @@ class Worker:
         count = min(room, _TAKE_MOST)
         self._taking += count
         try:
-            return await self.store.take(self.consumer, count=count, lease=self.lease, block=block)
+            taken = await self.store.take(self.consumer, count=count, lease=self.lease, block=block)
         finally:
             self._taking -= count
+        for item in taken:
+            _metrics.WORK_TAKEN.labels(kind=item.kind, by="take").inc()
+        return taken
 
     def _room_for_writes(self) -> int:
         """How many items an inbox write may take for this worker now: none while it stops or
