@@ -337,11 +337,9 @@ class Worker:
         self._watch_loop()
 
     async def _run_handed(self, item: WorkItem) -> None:
-        # As `_wait_for_calm` before a take: a burst of clicks is acked before its work starts.
-        loop = asyncio.get_running_loop()
-        yielding_until = loop.time() + _YIELD_MOST
-        while self.yield_to() and loop.time() < yielding_until and not self._stopping.is_set():
-            await self._pause(_YIELD_PAUSE)
+        # Started when its own take would have been made (`_wait_for_calm`): a burst of clicks
+        # is acked before its work starts.
+        await self._wait_for_calm()
         if self._stopping.is_set():
             return  # Handed back: not done, so its lease lapses and another worker takes it.
         await self._run(item)

@@ -44,7 +44,7 @@ saved `running` twice), so that a crash never runs it again; a pure tool (a ques
 The first is not folded into `answer_and_claim`: the card is updated between the claim and the
 handler's start, and a process killed there must leave the call to run once on the retry, not
 reported interrupted (`test_kill_after_the_claim_before_the_card_shows_it`; docs/architecture.md,
-"An answered click: six round trips")."""
+"An answered click: five round trips")."""
 
 
 class _CountingConnection(aioredis.Connection):
