@@ -45,6 +45,7 @@ __all__ = [
     "STORE_ERRORS",
     "WORK_ITEMS",
     "WORK_LATENCY_SECONDS",
+    "WORK_TAKEN",
     "answer_refused",
     "http_middleware",
     "metrics_handler",
@@ -119,6 +120,13 @@ WORK_ITEMS: Final = Counter(
     "(left for a retry), dropped (too many attempts), retried (taken again after a lease ran "
     "out or a failure).",
     ["kind", "outcome"],
+    registry=REGISTRY,
+)
+WORK_TAKEN: Final = Counter(
+    "handback_work_taken",
+    "Inbox items a worker got, by kind and how: take (its own take from the store) or record "
+    "(the web side's inbox write in the same process took it for the worker, saving the take).",
+    ["kind", "by"],
     registry=REGISTRY,
 )
 WORK_LATENCY_SECONDS: Final = Histogram(

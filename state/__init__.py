@@ -14,7 +14,7 @@ from ._errors import (
 )
 from ._grant import Grant, GrantClaim, grant_id_for
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
-from ._inbox import WorkItem
+from ._inbox import Taker, WorkItem
 from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, THREAD_LEASE_TTL
 from ._nudges import nudge_times
 from ._open import open_store, store_from_url
@@ -93,6 +93,7 @@ __all__ = [
     "StoreError",
     "StoreReport",
     "StoreURLError",
+    "Taker",
     "ThreadLease",
     "ThreadStop",
     "ThreadTake",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._grant import Grant, GrantClaim
-from ._inbox import WorkItem
+from ._inbox import Taker, WorkItem
 from ._records import (
     AnswerClaim,
     AuditEntry,
@@ -270,14 +270,21 @@ class Inbox(Protocol):
     """
 
     async def enqueue(
-        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        dedupe: str | None = None,
+        taker: Taker | None = None,
     ) -> str | None:
         """Durably add an item (one round trip); its id, or None when `dedupe` (e.g. Slack's
         event_id) was already enqueued within `DELIVERY_TTL`.
 
         The dedupe mark and the item are written atomically (one Lua script on Redis, one
         transaction on SQLite): a failed write leaves no mark, so Slack's redelivery of work we
-        could not record is not dropped.
+        could not record is not dropped. With a `taker`, the same write leases it the oldest new
+        items, up to its room, and hands them to it (the items of a batch written together go
+        to the first taker among them).
         """
 
     async def take(
@@ -361,6 +368,13 @@ class Store(
     Protocol,
 ):
     """Everything handback persists; `open_store(url)` returns one."""
+
+    @property
+    def calls_waiting(self) -> int:
+        """Calls of this process waiting for their turn at the store right now: for a pooled
+        connection (Redis) or for the database thread (SQLite). The inbox worker takes no new
+        work while its own work keeps calls waiting, so the app's inbox writes, which Slack
+        waits for, do not queue behind it."""
 
     async def aclose(self) -> None:
         """Release connections; closing twice is fine."""

@@ -8,6 +8,7 @@ them atomically without decoding and re-encoding the JSON in Lua (cjson would tu
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
@@ -277,6 +278,9 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         self._closed = False
         self._name = name
         self._gate = gate
+        self._calls = 0
+        """Calls in `_send` right now: in flight, or waiting for a connection."""
+        self._connections = _connections(client, gate)
         # register_script hashes once; the server learns each script on its first EVALSHA miss.
         self._save_run = client.register_script(_SAVE_RUN)
         self._save_appended = client.register_script(_SAVE_APPENDED)
@@ -380,6 +384,11 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             raise StoreClosedError(f"{self!r} is closed")
         return self._client
 
+    @property
+    def calls_waiting(self) -> int:
+        """Calls waiting for one of the `pool_size` connections (or cluster places)."""
+        return max(0, self._calls - self._connections)
+
     async def _send(self, call: Awaitable[_T]) -> _T:
         """Await one round trip; a server that went away (or refused) is a `StoreError`.
 
@@ -387,12 +396,15 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         (NOSCRIPT, after a restart or `SCRIPT FLUSH`) was loaded again. A write whose reply was
         lost may still have happened: a claim that fails this way counts as neither won nor lost.
         """
+        self._calls += 1
         try:
             if self._gate is not None:
                 return await self._gate.run(call)
             return await call
         except (aioredis.RedisError, RedisClusterException) as exc:
             raise StoreError(f"Redis at `{self._name}` failed: {exc}") from exc
+        finally:
+            self._calls -= 1
 
     # Runs
 
@@ -749,3 +761,12 @@ def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:
         if status is not None and owner is not None and text(owner) == run_id
     ]
     return bool(own) and "pending" not in own
+
+
+def _connections(client: RedisClient, gate: CallGate | None) -> int:
+    """How many calls can be in flight at once before one waits for a connection."""
+    if gate is not None:
+        return gate.size
+    if isinstance(client, aioredis.Redis):
+        return client.connection_pool.max_connections
+    return sys.maxsize  # a cluster client of the caller's own, without our gate: no wait known

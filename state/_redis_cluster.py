@@ -31,6 +31,7 @@ class CallGate:
     """
 
     def __init__(self, size: int, timeout: float) -> None:
+        self.size = size
         self._places = asyncio.Semaphore(size)
         self._timeout = timeout
 

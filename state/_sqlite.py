@@ -340,6 +340,8 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             raise
         # One worker: statements stay ordered, and the connection is never used by two threads.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="handback-sqlite")
+        self._calls = 0
+        """Calls in `_call` right now: running on the worker thread, or waiting for it."""
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -408,6 +410,11 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             raise StoreClosedError(f"{self!r} is closed")
         return self._conn
 
+    @property
+    def calls_waiting(self) -> int:
+        """Calls queued behind the one the database thread runs."""
+        return max(0, self._calls - 1)
+
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `work` on the worker thread; an SQLite failure (a lock held past the busy
         timeout, a full disk) is a `StoreError`.
@@ -417,10 +424,13 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         """
         conn = self._live()
         loop = asyncio.get_running_loop()
+        self._calls += 1
         try:
             return await loop.run_in_executor(self._executor, partial(work, conn))
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite database {self._path!r} failed: {exc}") from exc
+        finally:
+            self._calls -= 1
 
     # Runs
 

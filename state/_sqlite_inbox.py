@@ -16,13 +16,16 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from ._errors import CorruptRecordError
 from ._group_commit import GroupCommit
 from ._inbox import (
+    Taker,
     WorkItem,
     check_consumer,
     check_dedupe,
     check_item_ids,
     check_take,
+    check_taker,
     decode_body,
     encode_body,
     lease_seconds,
@@ -83,19 +86,26 @@ WHERE inbox_seen.keep_until <= ?
 """
 
 
-_Enqueue = tuple[str, str, str | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key."""
+_Enqueue = tuple[str, str, str | None, Taker | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, who takes with it."""
+
+_Take = tuple[str, int, float]
+"""Who takes with an enqueue: the consumer, how many items, the lease in seconds."""
 
 
-def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | None]:
+def _enqueue(
+    conn: sqlite3.Connection, items: Sequence[_Enqueue], take: _Take | None
+) -> tuple[list[str | None], list[Any]]:
     """The marks and the rows of a batch in one transaction: if a row cannot be written, no
     mark is, and Slack's redelivery of the item is accepted. A second item with a dedupe key
-    already in the batch is a repeat, as it would be in the next transaction."""
+    already in the batch is a repeat, as it would be in the next transaction. With `take`
+    (consumer, count, lease), the oldest unleased rows (maybe older than the batch's) are leased
+    to that consumer in the same transaction; expired leases are left to `take`."""
 
-    def write() -> list[str | None]:
+    def write() -> tuple[list[str | None], list[Any]]:
         now = time.time()
         ids: list[str | None] = []
-        for kind, body, dedupe in items:
+        for kind, body, dedupe, _ in items:
             if dedupe is not None:
                 marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
                 if marked != 1:
@@ -103,9 +113,27 @@ def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | 
                     continue
             cursor = conn.execute(_INSERT, (kind, body, now))
             ids.append(str(cursor.lastrowid))
-        return ids
+        if take is None:
+            return ids, []
+        consumer, count, lease = take
+        seqs = [row[0] for row in conn.execute(_WAITING, (count,))]
+        return ids, _lease(conn, seqs, consumer=consumer, until=now + lease)
 
     return transaction(conn, write)
+
+
+def _lease(conn: sqlite3.Connection, seqs: list[int], *, consumer: str, until: float) -> list[Any]:
+    """The rows `seqs` leased to `consumer` until `until`, in the order of `seqs`."""
+    if not seqs:
+        return []
+    marks = ", ".join("?" * len(seqs))
+    rows = conn.execute(
+        "UPDATE inbox SET owner = ?, lease_until = ?, attempts = attempts + 1"
+        f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at",
+        (consumer, until, *seqs),
+    ).fetchall()
+    order = {seq: index for index, seq in enumerate(seqs)}
+    return sorted(rows, key=lambda row: order[row[0]])
 
 
 def _take(conn: sqlite3.Connection, consumer: str, count: int, lease: float) -> list[Any]:
@@ -119,16 +147,7 @@ def _take(conn: sqlite3.Connection, consumer: str, count: int, lease: float) -> 
         seqs = [row[0] for row in conn.execute(_EXPIRED, (now, count))]
         if len(seqs) < count:
             seqs += [row[0] for row in conn.execute(_WAITING, (count - len(seqs),))]
-        if not seqs:
-            return []
-        marks = ", ".join("?" * len(seqs))
-        rows = conn.execute(
-            "UPDATE inbox SET owner = ?, lease_until = ?, attempts = attempts + 1"
-            f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at",
-            (consumer, now + lease, *seqs),
-        ).fetchall()
-        order = {seq: index for index, seq in enumerate(seqs)}
-        return sorted(rows, key=lambda row: order[row[0]])
+        return _lease(conn, seqs, consumer=consumer, until=now + lease)
 
     return transaction(conn, lease_rows)
 
@@ -157,15 +176,29 @@ class SQLiteInbox(SQLitePart):
         self._enqueues = GroupCommit(self._write_enqueues)
 
     async def enqueue(
-        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        dedupe: str | None = None,
+        taker: Taker | None = None,
     ) -> str | None:
-        """Written with the enqueues that arrive with it, in one transaction."""
+        """Written with the enqueues that arrive with it, in one transaction, which also leases
+        the `taker` its items."""
         check_dedupe(kind, dedupe)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe))
+        if taker is not None:
+            check_taker(taker)
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, taker))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
-        item_ids = await self._call(partial(_enqueue, items=items))
-        if any(item_id is not None for item_id in item_ids):
+        taker = next((item[3] for item in items if item[3] is not None), None)
+        room = 0 if taker is None else max(0, taker.room())
+        take = None if taker is None or room == 0 else (taker.consumer, room, taker.lease)
+        item_ids, rows = await self._call(partial(_enqueue, items=items, take=take))
+        if taker is not None:
+            taker.accept(_taken_items(rows))
+        # A blocking take of this process looks again, unless the taker took every new row.
+        if len(rows) == room and any(item_id is not None for item_id in item_ids):
             for waiter in self._inbox_waiters:
                 waiter.set()
         return item_ids
@@ -230,6 +263,18 @@ class SQLiteInbox(SQLitePart):
     async def inbox_size(self) -> int:
         row = await self._call(lambda conn: conn.execute("SELECT count(*) FROM inbox").fetchone())
         return int(row[0])
+
+
+def _taken_items(rows: list[Any]) -> list[WorkItem]:
+    """The rows an enqueue took. One that does not read as an item stays leased: its lease
+    lapses and a `take` reports it, instead of the write that recorded other items failing."""
+    items: list[WorkItem] = []
+    for row in rows:
+        try:
+            items.append(_item(row))
+        except CorruptRecordError:
+            continue
+    return items
 
 
 def _item(row: tuple[Any, ...]) -> WorkItem:

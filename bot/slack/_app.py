@@ -209,6 +209,9 @@ class SlackBot:
         self._answered_at = 0.0
         """`time.monotonic()` when the last one was answered."""
         self.role = role
+        self._taker = None if role == "web" else self.worker.taker
+        """The inbox writes take work for this process's worker, when there is one: the work of
+        a click starts without a `take` of its own."""
         self._loops = loops
         """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
         self._sweeper_task: asyncio.Task[None] | None = None
@@ -415,7 +418,7 @@ class SlackBot:
             # `timeout`, not `wait_for`: on Python 3.11 the latter makes a task per call.
             async with asyncio.timeout(_RECORD_WAIT):
                 item_id = await self.store.enqueue(
-                    kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe
+                    kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe, taker=self._taker
                 )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")

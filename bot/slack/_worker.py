@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from state import Store, StoreError, ThreadLease, WorkItem
+from state import Store, StoreError, Taker, ThreadLease, WorkItem
 
 from .. import _logging, _metrics
 
@@ -53,6 +53,13 @@ _BUSY_LOOP = 0.05
 the same loop: a process that took work faster than it can run it would answer Slack late (and
 an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
 the loop is, not only the `concurrency` cap."""
+
+_LAG_TICK = 0.02
+"""Seconds between looks at how late the event loop runs, while work is in flight: an inbox write
+asks for the worker's room in the middle of a request, where it cannot wait a turn to measure."""
+
+_STORE_PAUSE = 0.01
+"""Seconds between looks while the store has calls of this process waiting for their turn."""
 
 _YIELD_PAUSE = 0.005
 _YIELD_MOST = 0.25
@@ -156,6 +163,23 @@ class Worker:
         """True while something more urgent runs on this loop (the app recording Slack's
         requests before their deadline): new work waits until it is done."""
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._taking = 0
+        """Items a `take` in flight may still bring (its `count`): not room to offer twice."""
+        self._offered = 0
+        """The room the last inbox write was told (`_room_for_writes`)."""
+        self._took_all_new = False
+        """Whether the last inbox write took every new item there was for this worker."""
+        self._lag = 0.0
+        self._lag_due = 0.0
+        self._lag_timer: asyncio.TimerHandle | None = None
+        self.taker = Taker(
+            consumer=self.consumer,
+            lease=lease,
+            room=self._room_for_writes,
+            accept=self.accept,
+        )
+        """For the app's inbox writes (`Store.enqueue`): they take work for this worker in the
+        same round trip when it has room, which saves its `take`."""
         self._kicker: asyncio.Task[None] | None = None
         self._kick_again = False
         self._stopping = asyncio.Event()
@@ -192,11 +216,14 @@ class Worker:
             await asyncio.gather(keeper, return_exceptions=True)
 
     def kick(self) -> None:
-        """Start what the inbox has ready now, without waiting for it to finish.
+        """Start what the inbox has ready now, without waiting for it to finish; nothing to do
+        when the last inbox write took every new item for this worker (`taker`).
 
         For a bot without its loops (tests, an embedded use): work this process recorded starts
         at once, as the blocking take of `run_forever` would start it.
         """
+        if self._took_all_new:
+            return
         self._kick_again = True
         if self._kicker is None or self._kicker.done():
             self._kicker = asyncio.create_task(self._kicked(), name="handback-kick")
@@ -212,6 +239,15 @@ class Worker:
             except StoreError as error:
                 log.warning("cannot take work from the store (%s)", error)
                 return
+
+    def accept(self, items: list[WorkItem]) -> None:
+        """Run `items`, which an inbox write of this process took for this worker (`taker`),
+        as items of its own `take`: renewed while they run, done, retried, handed back at
+        shutdown. Each starts once the app's requests in flight are answered (`yield_to`)."""
+        self._took_all_new = len(items) < self._offered
+        for item in items:
+            _metrics.WORK_TAKEN.labels(kind=item.kind, by="record").inc()
+            self._start(item, handed=True)
 
     async def run_until_idle(self) -> int:
         """Take and finish items until the inbox has nothing ready; how many were run."""
@@ -241,6 +277,9 @@ class Worker:
         """
         self._stopping.set()
         self._room.set()
+        if self._lag_timer is not None:
+            self._lag_timer.cancel()
+            self._lag_timer = None
         running = list(self._inflight.values())
         if running:
             _, late = await asyncio.wait(running, timeout=grace)
@@ -256,14 +295,36 @@ class Worker:
         room = self.concurrency - len(self._inflight)
         if room <= 0:
             return []
-        return await self.store.take(
-            self.consumer, count=min(room, _TAKE_MOST), lease=self.lease, block=block
-        )
+        count = min(room, _TAKE_MOST)
+        self._taking += count
+        try:
+            taken = await self.store.take(self.consumer, count=count, lease=self.lease, block=block)
+        finally:
+            self._taking -= count
+        for item in taken:
+            _metrics.WORK_TAKEN.labels(kind=item.kind, by="take").inc()
+        return taken
 
-    def _start(self, item: WorkItem) -> None:
+    def _room_for_writes(self) -> int:
+        """How many items an inbox write may take for this worker now: none while it stops or
+        its calm checks would hold its own take back (its work keeps the store's calls waiting,
+        or the loop is slow), else its free room, less what a take in flight may still bring.
+        Requests being answered do not count: the write is one, and its items wait for them."""
+        self._offered = 0
+        self._took_all_new = False
+        room = min(self.concurrency - len(self._inflight) - self._taking, _TAKE_MOST)
+        if self._stopping.is_set() or room <= 0:
+            return 0
+        if self._inflight and (self.store.calls_waiting or self._loop_busy()):
+            return 0
+        self._offered = room
+        return room
+
+    def _start(self, item: WorkItem, *, handed: bool = False) -> None:
         if item.item_id in self._inflight:
             return  # Taken back after a lease lapse while it still runs here: one copy is enough.
-        task = asyncio.create_task(self._run(item), name=f"work-{item.kind}-{item.item_id}")
+        work = self._run_handed(item) if handed else self._run(item)
+        task = asyncio.create_task(work, name=f"work-{item.kind}-{item.item_id}")
         self._inflight[item.item_id] = task
         if len(self._inflight) >= self.concurrency:
             self._room.clear()
@@ -273,6 +334,15 @@ class Worker:
             self._room.set()
 
         task.add_done_callback(finished)
+        self._watch_loop()
+
+    async def _run_handed(self, item: WorkItem) -> None:
+        # Started when its own take would have been made (`_wait_for_calm`): a burst of clicks
+        # is acked before its work starts.
+        await self._wait_for_calm()
+        if self._stopping.is_set():
+            return  # Handed back: not done, so its lease lapses and another worker takes it.
+        await self._run(item)
 
     async def _run(self, item: WorkItem) -> None:
         finished = functools.partial(
@@ -345,8 +415,8 @@ class Worker:
                 log.warning("work item %s was taken over by another worker", lost)
 
     async def _wait_for_calm(self) -> None:
-        """Return once nothing more urgent runs and a turn of the event loop is quick again
-        (or nothing of ours runs)."""
+        """Return once nothing more urgent runs, the store serves our calls without a queue
+        and a turn of the event loop is quick again (or nothing of ours runs)."""
         loop = asyncio.get_running_loop()
         yielding_until = loop.time() + _YIELD_MOST
         while not self._stopping.is_set():
@@ -355,11 +425,42 @@ class Worker:
                 continue
             if not self._inflight:
                 return
+            if self.store.calls_waiting:
+                # The work in flight already keeps the store's connections busy: more of it
+                # would only lengthen the queue, where the app's inbox writes wait their turn
+                # too, past Slack's deadline in a burst. The running work drains it.
+                await self._pause(_STORE_PAUSE)
+                continue
             began = loop.time()
             await asyncio.sleep(0)  # resumes after every callback that was ready has run
             if loop.time() - began < _BUSY_LOOP:
                 return
             await self._pause(_BUSY_LOOP)
+
+    def _watch_loop(self) -> None:
+        """Look at how late the loop runs (`_loop_busy`) every `_LAG_TICK` while work runs."""
+        if self._lag_timer is None and not self._stopping.is_set():
+            self._lag = 0.0
+            self._next_tick()
+
+    def _next_tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._lag_due = loop.time() + _LAG_TICK
+        self._lag_timer = loop.call_at(self._lag_due, self._lag_tick)
+
+    def _lag_tick(self) -> None:
+        self._lag = asyncio.get_running_loop().time() - self._lag_due
+        self._lag_timer = None
+        if self._inflight and not self._stopping.is_set():
+            self._next_tick()
+
+    def _loop_busy(self) -> bool:
+        """Whether a turn of the loop took `_BUSY_LOOP` or more, as `_wait_for_calm` measures
+        it: the last look came that late, or the next one is that late already."""
+        if self._lag_timer is None:
+            return False
+        late = asyncio.get_running_loop().time() - self._lag_due
+        return self._lag >= _BUSY_LOOP or late >= _BUSY_LOOP
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

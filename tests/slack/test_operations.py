@@ -87,6 +87,14 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
         assert value(after, "handback_runs_finished_total", status="success", reason="none") == 1
         assert value(after, "handback_work_items_total", kind="action", outcome="done") == 2
         assert value(after, "handback_work_items_total", kind="event", outcome="done") == 1
+        # The mention came to an idle worker: the inbox write took it (no take of its own).
+        assert value(after, "handback_work_taken_total", kind="event", by="record") == 1
+        assert value(after, "handback_work_taken_total", kind="event", by="take") == 0
+        taken_actions = [
+            value(after, "handback_work_taken_total", kind="action", by=by)
+            for by in ("record", "take")
+        ]
+        assert sum(taken_actions) == 2
         acks = value(
             after,
             "handback_http_request_duration_seconds_count",
@@ -129,6 +137,9 @@ async def test_a_worker_serves_metrics_on_its_health_port(redis_store_url: str) 
         assert value(on_worker, "handback_work_items_total", kind="event", outcome="done") == 1
         assert value(on_worker, "handback_inbox_items") == 0
         assert value(on_worker, "handback_inbox_wait_seconds_count", kind="event") == 1
+        # A web-only process takes nothing with its inbox writes: its worker does not run.
+        assert value(on_web, "handback_work_taken_total", kind="event", by="record") == 0
+        assert value(on_worker, "handback_work_taken_total", kind="event", by="take") == 1
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,24 @@
+"""A store says how many of this process's calls wait for their turn (a pooled connection on
+Redis, the database thread on SQLite): the inbox worker takes no new work while its own work
+keeps some waiting, so the app's inbox writes are not queued behind it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from state import open_store
+
+
+async def test_calls_past_what_the_store_serves_at_once_show_as_waiting(store_url: str) -> None:
+    if store_url.startswith("sqlite"):
+        url, at_once = store_url, 1  # one database thread
+    else:
+        sep = "&" if "?" in store_url else "?"
+        url, at_once = f"{store_url}{sep}pool_size=2", 2
+    async with open_store(url) as store:
+        assert store.calls_waiting == 0
+        calls = [asyncio.ensure_future(store.inbox_size()) for _ in range(5)]
+        await asyncio.sleep(0)  # each call has started: in flight, or waiting for its turn
+        assert store.calls_waiting == 5 - at_once
+        assert await asyncio.gather(*calls) == [0] * 5
+        assert store.calls_waiting == 0
