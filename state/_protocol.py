@@ -270,7 +270,12 @@ class Inbox(Protocol):
     """
 
     async def enqueue(
-        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        dedupe: str | None = None,
+        about: str | None = None,
     ) -> str | None:
         """Durably add an item (one round trip); its id, or None when `dedupe` (e.g. Slack's
         event_id) was already enqueued within `DELIVERY_TTL`.
@@ -278,6 +283,10 @@ class Inbox(Protocol):
         The dedupe mark and the item are written atomically (one Lua script on Redis, one
         transaction on SQLite): a failed write leaves no mark, so Slack's redelivery of work we
         could not record is not dropped.
+
+        `about` names the interaction a click or a modal answer is about: the item comes with it
+        (`WorkItem.interaction`), read in a round trip the item makes anyway, so the worker
+        checks the click without reading it again.
         """
 
     async def take(

@@ -29,6 +29,7 @@ from ._inbox import (
 )
 from ._keys import DELIVERY_TTL, THREAD_TTL
 from ._records import ThreadLease
+from ._sqlite_ix import IX_COLUMNS, decode_ix
 from ._sqlite_part import SQLitePart
 from ._sqlite_tx import transaction
 
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS inbox (
     enqueued_at REAL NOT NULL,
     owner TEXT,
     lease_until REAL NOT NULL DEFAULT 0,
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    about TEXT
 );
 CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox (seq) WHERE owner IS NULL;
 CREATE INDEX IF NOT EXISTS inbox_leased ON inbox (lease_until) WHERE owner IS NOT NULL;
@@ -73,7 +75,7 @@ _ANY_READY = (
     " OR EXISTS (SELECT 1 FROM inbox WHERE owner IS NOT NULL AND lease_until <= ?)"
 )
 
-_INSERT = "INSERT INTO inbox (kind, body, enqueued_at) VALUES (?, ?, ?)"
+_INSERT = "INSERT INTO inbox (kind, body, enqueued_at, about) VALUES (?, ?, ?, ?)"
 
 # A mark past its `keep_until` counts as unseen (pruning deletes it later), as `first_delivery`.
 _MARK_SEEN = """
@@ -83,8 +85,8 @@ WHERE inbox_seen.keep_until <= ?
 """
 
 
-_Enqueue = tuple[str, str, str | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key."""
+_Enqueue = tuple[str, str, str | None, str | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about."""
 
 
 def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | None]:
@@ -95,40 +97,52 @@ def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | 
     def write() -> list[str | None]:
         now = time.time()
         ids: list[str | None] = []
-        for kind, body, dedupe in items:
+        for kind, body, dedupe, about in items:
             if dedupe is not None:
                 marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
                 if marked != 1:
                     ids.append(None)
                     continue
-            cursor = conn.execute(_INSERT, (kind, body, now))
+            cursor = conn.execute(_INSERT, (kind, body, now, about))
             ids.append(str(cursor.lastrowid))
         return ids
 
     return transaction(conn, write)
 
 
-def _take(conn: sqlite3.Connection, consumer: str, count: int, lease: float) -> list[Any]:
-    """Expired leases first, then new items, each in enqueue order; leased to `consumer`."""
+def _take(
+    conn: sqlite3.Connection, consumer: str, count: int, lease: float
+) -> tuple[list[Any], dict[str, Any]]:
+    """Expired leases first, then new items, each in enqueue order; leased to `consumer`; with
+    the rows of the interactions they are about (read in the same transaction)."""
     # A read first, outside any write lock: polling an empty inbox never makes writers wait.
     if not conn.execute(_ANY_READY, (time.time(),)).fetchone()[0]:
-        return []
+        return [], {}
 
-    def lease_rows() -> list[Any]:
+    def lease_rows() -> tuple[list[Any], dict[str, Any]]:
         now = time.time()
         seqs = [row[0] for row in conn.execute(_EXPIRED, (now, count))]
         if len(seqs) < count:
             seqs += [row[0] for row in conn.execute(_WAITING, (count - len(seqs),))]
         if not seqs:
-            return []
+            return [], {}
         marks = ", ".join("?" * len(seqs))
         rows = conn.execute(
             "UPDATE inbox SET owner = ?, lease_until = ?, attempts = attempts + 1"
-            f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at",
+            f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at, about",
             (consumer, now + lease, *seqs),
         ).fetchall()
         order = {seq: index for index, seq in enumerate(seqs)}
-        return sorted(rows, key=lambda row: order[row[0]])
+        about = sorted({row[5] for row in rows if row[5] is not None})
+        found: dict[str, Any] = {}
+        if about:
+            wanted = ", ".join("?" * len(about))
+            for ix in conn.execute(
+                f"SELECT {IX_COLUMNS} FROM interactions WHERE interaction_id IN ({wanted})",
+                about,
+            ):
+                found[ix[0]] = ix
+        return sorted(rows, key=lambda row: order[row[0]]), found
 
     return transaction(conn, lease_rows)
 
@@ -157,11 +171,17 @@ class SQLiteInbox(SQLitePart):
         self._enqueues = GroupCommit(self._write_enqueues)
 
     async def enqueue(
-        self, kind: str, body: dict[str, Any], *, dedupe: str | None = None
+        self,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        dedupe: str | None = None,
+        about: str | None = None,
     ) -> str | None:
-        """Written with the enqueues that arrive with it, in one transaction."""
-        check_dedupe(kind, dedupe)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe))
+        """Written with the enqueues that arrive with it, in one transaction; the interaction
+        it is `about` is read when it is taken (in the take's transaction)."""
+        check_dedupe(kind, dedupe, about)
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, about))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
         item_ids = await self._call(partial(_enqueue, items=items))
@@ -182,10 +202,12 @@ class SQLiteInbox(SQLitePart):
             while True:
                 # Cleared before looking, so an enqueue during the look still wakes the wait.
                 waiter.clear()
-                rows = await self._call(partial(_take, consumer=consumer, count=count, lease=lease))
+                rows, found = await self._call(
+                    partial(_take, consumer=consumer, count=count, lease=lease)
+                )
                 remaining = deadline - time.monotonic()
                 if rows or remaining <= 0:
-                    return [_item(row) for row in rows]
+                    return [_item(row, found) for row in rows]
                 try:
                     async with asyncio.timeout(min(INBOX_POLL, remaining)):
                         await waiter.wait()
@@ -232,12 +254,14 @@ class SQLiteInbox(SQLitePart):
         return int(row[0])
 
 
-def _item(row: tuple[Any, ...]) -> WorkItem:
-    seq, kind, body, attempts, enqueued_at = row
+def _item(row: tuple[Any, ...], found: dict[str, Any]) -> WorkItem:
+    seq, kind, body, attempts, enqueued_at, about = row
     return WorkItem(
         item_id=str(seq),
         kind=kind,
         body=decode_body(body, key=f"inbox/{seq}"),
         attempts=int(attempts),
         enqueued_at=float(enqueued_at),
+        about=about,
+        interaction=decode_ix(found[about]) if about in found else None,
     )

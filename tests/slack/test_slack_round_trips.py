@@ -174,24 +174,27 @@ async def _mention_trips(url: str, slack: LocalSlack, agent: Agent) -> Counter[s
     return counted
 
 
-async def test_an_answered_question_costs_at_most_six_round_trips(
+async def test_an_answered_question_costs_five_round_trips(
     redis_store_url: str, slack: LocalSlack
 ) -> None:
     counted = await _click_trips(redis_store_url, slack, agents.confirm_agent, ACTION_CONFIRM)
-    assert sum(counted.values()) <= MOST_TRIPS, counted
-    # Each store step once: enqueue, take, read, claim (with audit, run and lease), save, done.
+    # Each store step once: enqueue (with the read of the interaction clicked), take, claim
+    # (with audit, run and lease), save, done. No read of the interaction of its own.
+    assert sum(counted.values()) == MOST_TRIPS - 1, counted
     assert counted["answer_and_claim"] == 1
     assert counted["enqueue_script"] == counted["take_script"] == counted["done_script"] == 1
+    assert counted["HMGET"] == 0, counted
 
 
-async def test_an_approval_costs_six_round_trips_besides_its_tool_journal(
+async def test_an_approval_costs_the_question_s_round_trips_plus_its_tool_journal(
     redis_store_url: str, slack: LocalSlack
 ) -> None:
     counted = await _click_trips(redis_store_url, slack, agents.approval_agent, ACTION_APPROVE)
     assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}] * 2
     # A layout-2 save is the `save_appended` script (a layout-1 fallback would be `save_run`).
     assert counted["save_run"] + counted["save_appended"] == 1 + JOURNAL_WRITES, counted
-    assert sum(counted.values()) <= MOST_TRIPS + JOURNAL_WRITES, counted
+    assert sum(counted.values()) == MOST_TRIPS - 1 + JOURNAL_WRITES, counted
+    assert counted["HMGET"] == 0, counted
 
 
 async def test_an_answer_the_runtime_refuses_on_the_short_path_cancels_the_run(
@@ -239,7 +242,7 @@ async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_
     assert statuses == ["processing"] * 4
     assert agent - classic == Counter({"SET": STREAM_WRITES}), (agent, classic)
     assert not classic - agent, (agent, classic)
-    assert sum(agent.values()) <= MOST_TRIPS + STREAM_WRITES
+    assert sum(agent.values()) <= MOST_TRIPS - 1 + STREAM_WRITES
 
 
 async def test_an_agent_session_mention_costs_what_a_classic_one_does_besides_its_stream(
