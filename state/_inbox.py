@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import CorruptRecordError, UsageError
+from ._records import InteractionRecord
 
 __all__ = [
     "Taker",
@@ -41,6 +42,13 @@ class WorkItem:
     """How many times it has been handed out, 1 on the first take."""
     enqueued_at: float
     """Unix seconds (Redis: the server clock, from the entry id; SQLite: the enqueuer's)."""
+    about: str | None = None
+    """The interaction the item is about (`enqueue(about=...)`): a click or a modal answer."""
+    interaction: InteractionRecord | None = None
+    """That interaction, read by the store in the same step as it wrote or took the item (Redis:
+    with the enqueue; SQLite: with the take), so its worker need not read it again: as stored no
+    earlier than the item was added and no later than it was taken. None without `about`, or
+    when the store had no such interaction then. Only a claim tells what it is now."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,11 +95,13 @@ def decode_body(data: str | bytes, *, key: str) -> dict[str, Any]:
     return body
 
 
-def check_dedupe(kind: str, dedupe: str | None) -> None:
+def check_dedupe(kind: str, dedupe: str | None, about: str | None = None) -> None:
     if not isinstance(kind, str):
         raise UsageError(f"`kind` must be a string, got {kind!r}")
     if dedupe is not None and (not isinstance(dedupe, str) or not dedupe):
         raise UsageError(f"`dedupe` must be a non-empty string or None, got {dedupe!r}")
+    if about is not None and (not isinstance(about, str) or not about):
+        raise UsageError(f"`about` must be an interaction id or None, got {about!r}")
 
 
 def lease_seconds(lease: float) -> float:

@@ -275,6 +275,7 @@ class Inbox(Protocol):
         body: dict[str, Any],
         *,
         dedupe: str | None = None,
+        about: str | None = None,
         taker: Taker | None = None,
     ) -> str | None:
         """Durably add an item (one round trip); its id, or None when `dedupe` (e.g. Slack's
@@ -285,6 +286,10 @@ class Inbox(Protocol):
         could not record is not dropped. With a `taker`, the same write leases it the oldest new
         items, up to its room, and hands them to it (the items of a batch written together go
         to the first taker among them).
+
+        `about` names the interaction a click or a modal answer is about: the item comes with it
+        (`WorkItem.interaction`), read in a round trip the item makes anyway, so the worker
+        checks the click without reading it again.
         """
 
     async def take(

@@ -8,6 +8,7 @@ by one script call (`GroupCommit`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,8 +30,9 @@ from ._inbox import (
     millis,
 )
 from ._keys import DELIVERY_TTL, INBOX_GROUP, THREAD_TTL
-from ._records import ThreadLease
+from ._records import InteractionRecord, ThreadLease
 from ._redis_cluster import RedisClient
+from ._redis_ix import IX_FIELDS, LUA_READ_IX
 from ._redis_part import RedisPart
 
 __all__ = ["RedisInbox"]
@@ -38,8 +40,9 @@ __all__ = ["RedisInbox"]
 
 _ENTRY_ID = re.compile(r"\d+-\d+")
 
-_Enqueue = tuple[str, str, str | None, Taker | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key, who takes with it."""
+_Enqueue = tuple[str, str, str | None, str | None, Taker | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about,
+who takes with it."""
 
 # The group starts at id 0, not `$`: items enqueued before any consumer ever took (a fresh Redis,
 # workers started after the app) must be delivered too. Entries leave the stream when done, so
@@ -47,26 +50,35 @@ _Enqueue = tuple[str, str, str | None, Taker | None]
 # once it exists, ignored) keeps the inbox working after its key was deleted.
 _ENSURE_GROUP = "redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')\n"
 
-# KEYS: the stream, then the dedupe marks of the batch; ARGV: the marks' TTL, the group, the
-# taking consumer and how many new items it takes (0: none), then per item its kind, its body and
-# the index in KEYS of its mark (0: none). An item's XADD is its first write: if Redis refuses
-# the batch's first write (out of memory), the script stops having written nothing, so no mark is
-# left for an item that was not recorded and Slack's redelivery of it is accepted; once a script
-# has written, Redis lets it finish, so the group is made (pcall: BUSYGROUP once it exists) and
-# read only after the XADDs. A mark is checked before and set after its item; a script runs
-# alone, so no other enqueue can come in between, and a second item of the batch with the same
-# mark is a repeat. The read is `take`'s second half: the oldest undelivered entries (maybe older
-# than this batch's), now pending for the consumer like any it took; expired leases are left to
-# `take`. Non-blocking, as a script must be; clients blocked on the stream are served after the
-# script, so they never see what it took.
-_ENQUEUE = """
+# KEYS: the stream, then the dedupe marks and the interactions of the batch; ARGV: the marks'
+# TTL, the group, the taking consumer and how many new items it takes (0: none), then per item
+# its kind, its body, and the index in KEYS of its mark and of the interaction it is about (0:
+# none). An item's XADD is its first write: if Redis refuses the batch's first write (out of
+# memory), the script stops having written nothing, so no mark is left for an item that was not
+# recorded and Slack's redelivery of it is accepted; once a script has written, Redis lets it
+# finish, so the group is made (pcall: BUSYGROUP once it exists) and read only after the XADDs.
+# A mark is checked before and set after its item; a script runs alone, so no other enqueue can
+# come in between, and a second item of the batch with the same mark is a repeat. The
+# interaction an item is about rides in the entry (`ix`: its fields as `read_ix` reads them,
+# JSON), so whoever takes the item has it without reading it again. The read is `take`'s second
+# half: the oldest undelivered entries (maybe older than this batch's), now pending for the
+# consumer like any it took; expired leases are left to `take`. Non-blocking, as a script must
+# be; clients blocked on the stream are served after the script, so they never see what it took.
+_ENQUEUE = (
+    LUA_READ_IX
+    + """
 local ids = {}
-for i = 5, #ARGV, 3 do
-  local mark = tonumber(ARGV[i + 2])
+for i = 5, #ARGV, 4 do
+  local mark, about = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if mark > 0 and redis.call('EXISTS', KEYS[mark]) == 1 then
     ids[#ids + 1] = false
   else
-    ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[i], 'body', ARGV[i + 1])
+    if about > 0 then
+      ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[i], 'body', ARGV[i + 1],
+                                 'about', KEYS[about], 'ix', cjson.encode(read_ix(KEYS[about])))
+    else
+      ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'kind', ARGV[i], 'body', ARGV[i + 1])
+    end
     if mark > 0 then redis.call('SET', KEYS[mark], '1', 'NX', 'EX', ARGV[1]) end
   end
 end
@@ -79,6 +91,7 @@ if tonumber(ARGV[4]) > 0 then
 end
 return {ids, taken}
 """
+)
 
 # ARGV: group, consumer, count, lease in ms. Expired leases first (their deliveries counted by
 # XAUTOCLAIM and read back from XPENDING), then new entries. Entries deleted while pending come
@@ -170,17 +183,19 @@ class RedisInbox(RedisPart):
         body: dict[str, Any],
         *,
         dedupe: str | None = None,
+        about: str | None = None,
         taker: Taker | None = None,
     ) -> str | None:
-        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`) and the `taker`'s XREADGROUP in
-        the same script, which also writes the enqueues that arrive with this one."""
-        check_dedupe(kind, dedupe)
+        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`), the read of the interaction it
+        is `about` and the `taker`'s XREADGROUP in the same script, which also writes the
+        enqueues that arrive with this one."""
+        check_dedupe(kind, dedupe, about)
         if taker is not None:
             check_taker(taker)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe, taker))
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, about, taker))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
-        taker = next((item[3] for item in items if item[3] is not None), None)
+        taker = next((item[4] for item in items if item[4] is not None), None)
         room = 0 if taker is None else taker.room()
         keys = [self._keys.inbox]
         args: list[str | int] = [
@@ -189,12 +204,15 @@ class RedisInbox(RedisPart):
             "" if taker is None else taker.consumer,
             max(0, room),
         ]
-        for kind, body, dedupe, _ in items:
-            mark = 0
+        for kind, body, dedupe, about, _ in items:
+            mark = ix = 0
             if dedupe is not None:
                 keys.append(self._keys.inbox_seen(dedupe))
                 mark = len(keys)
-            args += [kind, body, mark]
+            if about is not None:
+                keys.append(self._keys.interaction(about))
+                ix = len(keys)
+            args += [kind, body, mark, ix]
         reply = await self._send(self._enqueue_script(keys=keys, args=args, client=self._live()))
         item_ids, taken = reply
         if taker is not None:
@@ -282,6 +300,10 @@ class RedisInbox(RedisPart):
         kind, body = values.get("kind"), values.get("body")
         if kind is None or body is None:
             raise CorruptRecordError(key, "work item", "its entry has no `kind` or `body`")
+        about, interaction = None, None
+        if "about" in values:
+            about = values["about"].removeprefix(self._keys.interaction(""))
+            interaction = self._ix_of(about, values.get("ix"), key=key)
         return WorkItem(
             item_id=item_id,
             kind=kind,
@@ -289,7 +311,22 @@ class RedisInbox(RedisPart):
             attempts=attempts,
             # The entry id is the server's clock in milliseconds when it was added.
             enqueued_at=int(item_id.split("-", 1)[0]) / 1000,
+            about=about,
+            interaction=interaction,
         )
+
+    def _ix_of(self, about: str, data: str | None, *, key: str) -> InteractionRecord | None:
+        """The interaction an entry carries: `read_ix`'s values as the enqueue found them
+        (JSON; `false` for a field the hash did not have), None when it had no such hash."""
+        try:
+            values = json.loads(data) if data is not None else None
+        except ValueError as exc:
+            raise CorruptRecordError(key, "work item", f"its `ix` is not JSON: {exc}") from exc
+        if not isinstance(values, list) or len(values) != len(IX_FIELDS):
+            raise CorruptRecordError(key, "work item", "its `ix` is not an interaction's fields")
+        if values[0] is False:
+            return None  # No such interaction when the item was added.
+        return self._decode_ix(about, [None if value is False else value for value in values])
 
 
 def _fields(fields: Any) -> dict[str, str]:

@@ -277,7 +277,7 @@ LIMIT ?
 """
 
 
-_ADDED_COLUMNS = (("interactions", "votes", "TEXT"),)
+_ADDED_COLUMNS = (("interactions", "votes", "TEXT"), ("inbox", "about", "TEXT"))
 """Columns added since a table was first created: a file written before gets them on open."""
 
 

@@ -32,6 +32,7 @@ from ._inbox import (
 )
 from ._keys import DELIVERY_TTL, THREAD_TTL
 from ._records import ThreadLease
+from ._sqlite_ix import IX_COLUMNS, decode_ix
 from ._sqlite_part import SQLitePart
 from ._sqlite_tx import transaction
 
@@ -51,7 +52,8 @@ CREATE TABLE IF NOT EXISTS inbox (
     enqueued_at REAL NOT NULL,
     owner TEXT,
     lease_until REAL NOT NULL DEFAULT 0,
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    about TEXT
 );
 CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox (seq) WHERE owner IS NULL;
 CREATE INDEX IF NOT EXISTS inbox_leased ON inbox (lease_until) WHERE owner IS NOT NULL;
@@ -76,7 +78,7 @@ _ANY_READY = (
     " OR EXISTS (SELECT 1 FROM inbox WHERE owner IS NOT NULL AND lease_until <= ?)"
 )
 
-_INSERT = "INSERT INTO inbox (kind, body, enqueued_at) VALUES (?, ?, ?)"
+_INSERT = "INSERT INTO inbox (kind, body, enqueued_at, about) VALUES (?, ?, ?, ?)"
 
 # A mark past its `keep_until` counts as unseen (pruning deletes it later), as `first_delivery`.
 _MARK_SEEN = """
@@ -86,8 +88,9 @@ WHERE inbox_seen.keep_until <= ?
 """
 
 
-_Enqueue = tuple[str, str, str | None, Taker | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key, who takes with it."""
+_Enqueue = tuple[str, str, str | None, str | None, Taker | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about,
+who takes with it."""
 
 _Take = tuple[str, int, float]
 """Who takes with an enqueue: the consumer, how many items, the lease in seconds."""
@@ -105,13 +108,13 @@ def _enqueue(
     def write() -> tuple[list[str | None], list[Any]]:
         now = time.time()
         ids: list[str | None] = []
-        for kind, body, dedupe, _ in items:
+        for kind, body, dedupe, about, _ in items:
             if dedupe is not None:
                 marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
                 if marked != 1:
                     ids.append(None)
                     continue
-            cursor = conn.execute(_INSERT, (kind, body, now))
+            cursor = conn.execute(_INSERT, (kind, body, now, about))
             ids.append(str(cursor.lastrowid))
         if take is None:
             return ids, []
@@ -123,17 +126,26 @@ def _enqueue(
 
 
 def _lease(conn: sqlite3.Connection, seqs: list[int], *, consumer: str, until: float) -> list[Any]:
-    """The rows `seqs` leased to `consumer` until `until`, in the order of `seqs`."""
+    """The rows `seqs` leased to `consumer` until `until`, in the order of `seqs`, each with the
+    row of the interaction it is about (or None), read in the same transaction."""
     if not seqs:
         return []
     marks = ", ".join("?" * len(seqs))
     rows = conn.execute(
         "UPDATE inbox SET owner = ?, lease_until = ?, attempts = attempts + 1"
-        f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at",
+        f" WHERE seq IN ({marks}) RETURNING seq, kind, body, attempts, enqueued_at, about",
         (consumer, until, *seqs),
     ).fetchall()
     order = {seq: index for index, seq in enumerate(seqs)}
-    return sorted(rows, key=lambda row: order[row[0]])
+    about = sorted({row[5] for row in rows if row[5] is not None})
+    found: dict[str, Any] = {}
+    if about:
+        wanted = ", ".join("?" * len(about))
+        for ix in conn.execute(
+            f"SELECT {IX_COLUMNS} FROM interactions WHERE interaction_id IN ({wanted})", about
+        ):
+            found[ix[0]] = ix
+    return [(*row, found.get(row[5])) for row in sorted(rows, key=lambda row: order[row[0]])]
 
 
 def _take(conn: sqlite3.Connection, consumer: str, count: int, lease: float) -> list[Any]:
@@ -181,17 +193,19 @@ class SQLiteInbox(SQLitePart):
         body: dict[str, Any],
         *,
         dedupe: str | None = None,
+        about: str | None = None,
         taker: Taker | None = None,
     ) -> str | None:
         """Written with the enqueues that arrive with it, in one transaction, which also leases
-        the `taker` its items."""
-        check_dedupe(kind, dedupe)
+        the `taker` its items; the interaction it is `about` is read when it is taken (in the
+        transaction that leases it)."""
+        check_dedupe(kind, dedupe, about)
         if taker is not None:
             check_taker(taker)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe, taker))
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, about, taker))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
-        taker = next((item[3] for item in items if item[3] is not None), None)
+        taker = next((item[4] for item in items if item[4] is not None), None)
         room = 0 if taker is None else max(0, taker.room())
         take = None if taker is None or room == 0 else (taker.consumer, room, taker.lease)
         item_ids, rows = await self._call(partial(_enqueue, items=items, take=take))
@@ -278,11 +292,13 @@ def _taken_items(rows: list[Any]) -> list[WorkItem]:
 
 
 def _item(row: tuple[Any, ...]) -> WorkItem:
-    seq, kind, body, attempts, enqueued_at = row
+    seq, kind, body, attempts, enqueued_at, about, interaction = row
     return WorkItem(
         item_id=str(seq),
         kind=kind,
         body=decode_body(body, key=f"inbox/{seq}"),
         attempts=int(attempts),
         enqueued_at=float(enqueued_at),
+        about=about,
+        interaction=None if interaction is None else decode_ix(interaction),
     )

@@ -136,7 +136,9 @@ class Answers:
         (or voted) and died. That is returned too, so `accept()` can finish the work.
         """
         _logging.bind(interaction_id=interaction_id)
-        record = await self.store.get_interaction(interaction_id)
+        read, record = (False, None) if work is None else work.read_with_item(interaction_id)
+        if not read:
+            record = await self.store.get_interaction(interaction_id)
         if record is None:
             raise Refusal("handback has no such request; this control cannot be used.")
         if channel is not None and channel != record.channel:

@@ -407,10 +407,19 @@ class SlackBot:
 
     # ------------------------------------------------------- the web side: record, then ack
 
-    async def _record(self, kind: str, item: dict[str, Any], *, dedupe: str | None = None) -> bool:
+    async def _record(
+        self,
+        kind: str,
+        item: dict[str, Any],
+        *,
+        dedupe: str | None = None,
+        about: str | None = None,
+    ) -> bool:
         """Write work to the inbox within Slack's deadline; False when it could not be written.
 
         A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
+        A click names the interaction it is `about`, which the store reads with the write, so
+        the worker checks it without a read of its own.
         """
         self._recording += 1
         started = time.perf_counter()
@@ -418,7 +427,11 @@ class SlackBot:
             # `timeout`, not `wait_for`: on Python 3.11 the latter makes a task per call.
             async with asyncio.timeout(_RECORD_WAIT):
                 item_id = await self.store.enqueue(
-                    kind, {"id": uuid.uuid4().hex, **item}, dedupe=dedupe, taker=self._taker
+                    kind,
+                    {"id": uuid.uuid4().hex, **item},
+                    dedupe=dedupe,
+                    about=about,
+                    taker=self._taker,
                 )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
@@ -484,10 +497,15 @@ class SlackBot:
         self.tasks.spawn(self.home.opened(opened.user), name="home-opened")
 
     async def _take_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        about: str | None = None
         try:
-            intent = blocks.parse_block_action(body).intent
+            action = blocks.parse_block_action(body)
         except InvalidAnswer:
             intent = None  # Recorded all the same: the worker refuses it, with an audit entry.
+        else:
+            intent = action.intent
+            if action.action != blocks.ACTION_REVOKE:  # a revoke names a grant
+                about = action.interaction_id
         if intent == "selection":
             await ack()  # Ticking options only changes the card's state; Submit reads it.
             return
@@ -497,7 +515,7 @@ class SlackBot:
             await ack()
             self.tasks.spawn(self.dispatch.on_click(body, None), name="open-modal")
             return
-        recorded = await self._record("action", {"payload": body})
+        recorded = await self._record("action", {"payload": body}, about=about)
         await ack()
         if not recorded:
             self.tasks.spawn(self.dispatch.not_recorded(body), name="not-recorded")

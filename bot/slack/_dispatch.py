@@ -56,7 +56,12 @@ class Dispatch:
     async def work(self, item: WorkItem) -> None:
         """One inbox item; a `StoreError` leaves it in the inbox to be taken again."""
         body = item.body
-        work = Work(id=str(body.get("id") or item.item_id), attempt=item.attempts)
+        work = Work(
+            id=str(body.get("id") or item.item_id),
+            attempt=item.attempts,
+            about=item.about,
+            interaction=item.interaction,
+        )
         if item.kind == "event":
             await self._work_event(body, work)
         elif item.kind == "action":

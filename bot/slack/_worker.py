@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from state import Store, StoreError, Taker, ThreadLease, WorkItem
+from state import InteractionRecord, Store, StoreError, Taker, ThreadLease, WorkItem
 
 from .. import _logging, _metrics
 
@@ -127,6 +127,18 @@ class Work:
 
     id: str
     attempt: int = 1
+    about: str | None = None
+    """The interaction the item names (a click's), read with it: `WorkItem.about`."""
+    interaction: InteractionRecord | None = None
+    """That interaction as the store read it with the item (`WorkItem.interaction`)."""
+
+    def read_with_item(self, interaction_id: str) -> tuple[bool, InteractionRecord | None]:
+        """`(True, record)` when the item came with `interaction_id` read on its first attempt,
+        so the click needs no read of its own; `(False, None)` otherwise. A retry reads afresh:
+        its first attempt may have answered it since."""
+        if self.retry or self.about != interaction_id:
+            return False, None
+        return True, self.interaction
 
     def run_id(self, purpose: str) -> str:
         return derived_run_id(self.id, purpose)

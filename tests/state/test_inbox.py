@@ -4,12 +4,16 @@ another once a lease runs out, kept by a heartbeat, and removed when done."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from state import Inbox, Store, WorkItem
+from state import Inbox, SQLiteStore, Store, UsageError, Vote, WorkItem
+
+from .conftest import make_interaction
 
 LEASE = 0.2
 """Short leases keep the tests fast; Redis measures them with the server's idle time."""
@@ -275,3 +279,82 @@ async def test_an_id_the_store_never_assigns_is_refused(store: Store) -> None:
         await store.extend("", [], lease=LEASE)
     with pytest.raises(ValueError, match="lease"):
         await store.extend("worker-a", [], lease=-1)
+
+
+async def test_an_item_about_an_interaction_comes_with_it(store: Store) -> None:
+    """A click names the interaction it is about; whoever takes the item gets that interaction
+    read in a round trip the item makes anyway (no read of its own), as stored no earlier than
+    the item was added and no later than it was taken; a retry reads it itself."""
+    record = make_interaction("ix-about", votes=[Vote(user="U0BOB", at=1.5)])
+    await store.add_interactions([record])
+    clicked = await store.enqueue("action", {"n": 1}, about="ix-about")
+    missing = await store.enqueue("action", {"n": 2}, about="ix-nobody-added")
+    plain = await store.enqueue("event", {"n": 3})
+
+    taken = {item.item_id: item for item in await store.take("worker-a")}
+    assert set(taken) == {clicked, missing, plain}
+    assert taken[clicked].about == "ix-about"
+    assert taken[clicked].interaction == await store.get_interaction("ix-about") == record
+    assert (taken[missing].about, taken[missing].interaction) == ("ix-nobody-added", None)
+    assert (taken[plain].about, taken[plain].interaction) == (None, None)
+
+
+async def test_items_enqueued_together_each_come_with_their_own_interaction(
+    store: Store,
+) -> None:
+    await store.add_interactions([make_interaction(f"ix-{n}", run_id=f"run-{n}") for n in range(8)])
+    ids = await asyncio.gather(
+        *(store.enqueue("action", {"n": n}, about=f"ix-{n}") for n in range(8))
+    )
+    items = await store.take("worker-a", count=8)
+    assert sorted(item.item_id for item in items) == sorted(i for i in ids if i)
+    for item in items:
+        assert item.about == f"ix-{item.body['n']}"
+        assert item.interaction is not None
+        assert (item.interaction.interaction_id, item.interaction.run_id) == (
+            f"ix-{item.body['n']}",
+            f"run-{item.body['n']}",
+        )
+
+
+async def test_an_interaction_changed_after_the_enqueue_is_read_as_one_of_its_versions(
+    store: Store,
+) -> None:
+    await store.add_interactions([make_interaction("ix-later")])
+    await store.enqueue("action", {"n": 1}, about="ix-later")
+    await store.answer_interaction(
+        "ix-later", answer="postgres", answered_by="U0BOB", now=time.time()
+    )
+    [item] = await store.take("worker-a")
+    assert item.interaction is not None
+    # Redis read it with the enqueue, SQLite with the take: either version, never a mix.
+    seen = (item.interaction.status, item.interaction.answer, item.interaction.answered_by)
+    assert seen in {("pending", None, None), ("answered", "postgres", "U0BOB")}
+
+
+async def test_about_must_name_an_interaction(store: Store) -> None:
+    with pytest.raises(UsageError):
+        await store.enqueue("action", {"n": 1}, about="")
+    assert await store.inbox_size() == 0
+
+
+async def test_a_file_written_before_about_keeps_its_items_and_gets_the_column(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+            " body TEXT NOT NULL, enqueued_at REAL NOT NULL, owner TEXT,"
+            " lease_until REAL NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0)"
+        )
+        conn.execute(
+            "INSERT INTO inbox (kind, body, enqueued_at) VALUES ('action', '{\"n\": 1}', 1.0)"
+        )
+    conn.close()
+    async with SQLiteStore(str(path)) as store:
+        await store.add_interactions([make_interaction("ix-new")])
+        await store.enqueue("action", {"n": 2}, about="ix-new")
+        old, new = await store.take("worker-a")
+        assert (old.body, old.about, old.interaction) == ({"n": 1}, None, None)
+        assert new.about == "ix-new" and new.interaction is not None
