@@ -195,8 +195,12 @@ class Agent:
         return self.store
 
     async def aclose(self) -> None:
-        """Close the store this agent opened itself (a store passed in is the caller's)."""
+        """Close the store this agent opened itself (a store passed in is the caller's) and the
+        model's connections on this event loop."""
         await self._owned.aclose()
+        close = getattr(self.model, "aclose", None)  # a model that holds connections has one
+        if close is not None:
+            await close()
 
     async def __aenter__(self) -> Agent:
         return self

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -64,31 +64,44 @@ class OpenAIModel:
     def __init__(self, name: str, client: AsyncOpenAI | None = None) -> None:
         self.name = name
         self._client = client
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._per_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[AsyncOpenAI, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
 
-    @property
-    def client(self) -> AsyncOpenAI:
+    async def client(self) -> AsyncOpenAI:
         """The given client, else one per event loop: an HTTP client's connections belong to
-        the loop that opened them, and a module-level agent may outlive several loops."""
+        the loop that opened them, and a module-level agent may outlive several loops.
+
+        A client made here is closed when its loop shuts down (`asyncio.run` and
+        `asyncio.Runner` close every open async generator of the loop first, and one holds the
+        client) or by `aclose()` on that loop, whichever comes first.
+        """
         if self._client is not None:
             return self._client
         loop = asyncio.get_running_loop()
-        client = self._per_loop.get(loop)
-        if client is None:
+        made = self._per_loop.get(loop)
+        if made is None:
             # Imported and built on first use so that agents on a FunctionModel never need a key.
             from openai import AsyncOpenAI
 
-            client = self._per_loop[loop] = AsyncOpenAI()
-        return client
+            client = AsyncOpenAI()
+            closer = _closed_at_shutdown(client)
+            made = self._per_loop[loop] = (client, closer)
+            await anext(closer)  # iterated once, so the loop keeps it until it shuts down
+        return made[0]
+
+    async def aclose(self) -> None:
+        """Close the client made for the running loop now; a client given is the caller's."""
+        made = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if made is not None:
+            await made[1].aclose()
 
     async def respond(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool
     ) -> AsyncIterator[str | ModelResponse]:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         # The SDK's TypedDict overloads add nothing here: messages are plain dicts by design.
-        create: Any = self.client.chat.completions.create
+        create: Any = (await self.client()).chat.completions.create
         if not stream:
             completion = await create(
                 model=self.name,
@@ -145,6 +158,14 @@ class OpenAIModel:
             tool_calls=[ToolCall(**partial[index]) for index in sorted(partial)],
             usage=usage,
         )
+
+
+async def _closed_at_shutdown(client: AsyncOpenAI) -> AsyncGenerator[None, None]:
+    """Waits at its `yield` for the life of the loop, then closes `client` on it."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 def _usage(usage: Any) -> dict[str, int]:

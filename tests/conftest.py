@@ -3,6 +3,7 @@ compare the pending interaction a record or an event carries."""
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -36,6 +37,24 @@ def _redis_up() -> bool:
             client.close()
     except redis.RedisError:
         return False
+
+
+@pytest.fixture
+def collect_garbage() -> Iterator[None]:
+    """Collects garbage once the test is done, so that what it left unclosed (a socket, a
+    transport) warns in that test and not in whichever runs next. Modules whose tests must
+    close everything use it with `error::pytest.PytestUnraisableExceptionWarning`: see
+    `UNCLOSED_FAILS`."""
+    yield
+    gc.collect()
+
+
+UNCLOSED_FAILS = [
+    pytest.mark.usefixtures("collect_garbage"),
+    pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"),
+]
+"""`pytestmark` for a module whose tests fail when they leave a socket or transport unclosed
+(its ResourceWarning comes from the garbage collector, so pytest reports it as unraisable)."""
 
 
 @pytest.fixture(scope="session")

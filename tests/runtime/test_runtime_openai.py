@@ -11,7 +11,10 @@ from bot.events import DeltaEvent, InteractionEvent, OutputEvent
 from bot.testing import OpenAICompatServer
 from bot.tools import ask_user
 
+from ..conftest import UNCLOSED_FAILS
 from .conftest import last_tool_results
+
+pytestmark = UNCLOSED_FAILS
 
 
 def database_script(messages: list[dict[str, Any]]) -> Any:
@@ -189,8 +192,10 @@ async def test_model_server_error_ends_run_as_error(
 
     from bot._model import OpenAIModel
 
-    model = OpenAIModel("m", client=AsyncOpenAI(max_retries=0, timeout=5))
-    async with Agent(name="a", model=model) as agent:
+    async with (
+        AsyncOpenAI(max_retries=0, timeout=5) as client,  # given, so ours to close
+        Agent(name="a", model=OpenAIModel("m", client=client)) as agent,
+    ):
         result = await agent(prompt="hi").collect()
         assert result.status.code == "error"
         assert "APIConnectionError" in (result.error or "")

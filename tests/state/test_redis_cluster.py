@@ -16,8 +16,11 @@ from state import RedisStore, StoreError, StoreURLError, open_store
 from state._keys import RedisKeys
 from state._url import redis_options
 
+from ..conftest import UNCLOSED_FAILS
 from .cluster import LocalCluster
 from .conftest import make_interaction, make_run, raw_client
+
+pytestmark = UNCLOSED_FAILS
 
 
 def _every_key(keys: RedisKeys) -> list[str]:
