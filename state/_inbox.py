@@ -43,7 +43,8 @@ class WorkItem:
     enqueued_at: float
     """Unix seconds (Redis: the server clock, from the entry id; SQLite: the enqueuer's)."""
     about: str | None = None
-    """The interaction the item is about (`enqueue(about=...)`): a click or a modal answer."""
+    """The interaction the item is about (`enqueue(about=...)`), when it came with it: None too
+    when the store could not read what it holds (a corrupt record: the worker reads it itself)."""
     interaction: InteractionRecord | None = None
     """That interaction, read by the store in the same step as it wrote or took the item (Redis:
     with the enqueue; SQLite: with the take), so its worker need not read it again: as stored no

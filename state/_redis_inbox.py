@@ -303,7 +303,13 @@ class RedisInbox(RedisPart):
         about, interaction = None, None
         if "about" in values:
             about = values["about"].removeprefix(self._keys.interaction(""))
-            interaction = self._ix_of(about, values.get("ix"), key=key)
+            try:
+                interaction = self._ix_of(about, values.get("ix"), key=key)
+            except CorruptRecordError:
+                # The item stays workable: its worker reads the interaction itself, and meets
+                # the corrupt record where a click always has (refused, logged), instead of
+                # every take failing on this entry.
+                about = None
         return WorkItem(
             item_id=item_id,
             kind=kind,

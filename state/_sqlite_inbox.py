@@ -292,7 +292,15 @@ def _taken_items(rows: list[Any]) -> list[WorkItem]:
 
 
 def _item(row: tuple[Any, ...]) -> WorkItem:
-    seq, kind, body, attempts, enqueued_at, about, interaction = row
+    seq, kind, body, attempts, enqueued_at, about, stored = row
+    interaction = None
+    if stored is not None:
+        try:
+            interaction = decode_ix(stored)
+        except CorruptRecordError:
+            # The item stays workable: its worker reads the interaction itself, and meets the
+            # corrupt record where a click always has (refused, logged).
+            about = None
     return WorkItem(
         item_id=str(seq),
         kind=kind,
@@ -300,5 +308,5 @@ def _item(row: tuple[Any, ...]) -> WorkItem:
         attempts=int(attempts),
         enqueued_at=float(enqueued_at),
         about=about,
-        interaction=None if interaction is None else decode_ix(interaction),
+        interaction=interaction,
     )

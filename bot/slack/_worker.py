@@ -194,6 +194,9 @@ class Worker:
         same round trip when it has room, which saves its `take`."""
         self._kicker: asyncio.Task[None] | None = None
         self._kick_again = False
+        self._line: asyncio.Future[None] | None = None
+        """The last item started: items begin their work in the order they were started (taken
+        or handed, which is the inbox's order), whatever each waits for first."""
         self._stopping = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -335,7 +338,9 @@ class Worker:
     def _start(self, item: WorkItem, *, handed: bool = False) -> None:
         if item.item_id in self._inflight:
             return  # Taken back after a lease lapse while it still runs here: one copy is enough.
-        work = self._run_handed(item) if handed else self._run(item)
+        before, mine = self._line, asyncio.get_running_loop().create_future()
+        self._line = mine
+        work = self._in_line(item, before, mine, handed=handed)
         task = asyncio.create_task(work, name=f"work-{item.kind}-{item.item_id}")
         self._inflight[item.item_id] = task
         if len(self._inflight) >= self.concurrency:
@@ -344,15 +349,34 @@ class Worker:
         def finished(_: asyncio.Task[None]) -> None:
             self._inflight.pop(item.item_id, None)
             self._room.set()
+            if not mine.done():
+                mine.set_result(None)  # cancelled before it began: the next is not held up
 
         task.add_done_callback(finished)
         self._watch_loop()
 
-    async def _run_handed(self, item: WorkItem) -> None:
-        # Started when its own take would have been made (`_wait_for_calm`): a burst of clicks
-        # is acked before its work starts.
-        await self._wait_for_calm()
-        if self._stopping.is_set():
+    async def _in_line(
+        self,
+        item: WorkItem,
+        before: asyncio.Future[None] | None,
+        mine: asyncio.Future[None],
+        *,
+        handed: bool,
+    ) -> None:
+        """Run `item` once the item started before it has begun: a handed item first waits
+        for calm, and a later one (a quick follow-up in the same thread, handed or taken) must
+        not get to its thread's queue (`Dispatch`) first."""
+        try:
+            if before is not None:
+                await asyncio.shield(before)
+            if handed:
+                # Started when its own take would have been made (`_wait_for_calm`): a burst of
+                # clicks is acked before its work starts.
+                await self._wait_for_calm()
+        finally:
+            if not mine.done():
+                mine.set_result(None)
+        if handed and self._stopping.is_set():
             return  # Handed back: not done, so its lease lapses and another worker takes it.
         await self._run(item)
 

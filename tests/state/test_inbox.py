@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from state import Inbox, SQLiteStore, Store, UsageError, Vote, WorkItem
+from state import CorruptRecordError, Inbox, SQLiteStore, Store, UsageError, Vote, WorkItem
 
-from .conftest import make_interaction
+from .conftest import make_interaction, overwrite_raw
 
 LEASE = 0.2
 """Short leases keep the tests fast; Redis measures them with the server's idle time."""
@@ -358,3 +358,20 @@ async def test_a_file_written_before_about_keeps_its_items_and_gets_the_column(
         old, new = await store.take("worker-a")
         assert (old.body, old.about, old.interaction) == ({"n": 1}, None, None)
         assert new.about == "ix-new" and new.interaction is not None
+
+
+async def test_an_item_about_a_corrupt_interaction_is_still_taken(
+    store: Store, store_url: str
+) -> None:
+    """A stored interaction that does not read back never stops the inbox: the item comes
+    without it (`about` None), and its worker reads it itself, meeting the corrupt record where
+    a click always has."""
+    await store.add_interactions([make_interaction("ix-bad")])
+    await overwrite_raw(store, store_url, "interactions", "ix-bad", "{not json")
+    clicked = await store.enqueue("action", {"n": 1}, about="ix-bad")
+    after = await store.enqueue("event", {"n": 2})
+    items = {item.item_id: item for item in await store.take("worker-a")}
+    assert set(items) == {clicked, after}
+    assert (items[clicked].about, items[clicked].interaction) == (None, None)
+    with pytest.raises(CorruptRecordError):
+        await store.get_interaction("ix-bad")
