@@ -14,7 +14,7 @@ from ._approval import approval_of
 from ._errors import CorruptRecordError
 from ._records import InteractionRecord, Nudge, NudgeKind
 
-__all__ = ["NUDGE_KINDS", "next_nudge", "nudge_times", "unfired"]
+__all__ = ["NUDGE_KINDS", "next_nudge", "nudge_delays", "nudge_times", "unfired"]
 
 NUDGE_KINDS: tuple[NudgeKind, ...] = ("reminder", "escalation")
 
@@ -25,18 +25,28 @@ def nudge_times(record: InteractionRecord) -> tuple[float | None, float | None]:
     A rule that does not read back schedules nothing: the approval path refuses every answer to
     it anyway, and a reminder would only invite clicks that fail.
     """
-    try:
-        rule = approval_of(record)
-    except CorruptRecordError:
+    delays = nudge_delays(record)
+    if delays is None:
         return None, None
-    if rule is None or rule.remind_after is None:
-        return None, None
-    remind_at = record.created_at + rule.remind_after
-    delay = rule.escalation_delay
+    remind_after, delay = delays
+    remind_at = record.created_at + remind_after
     escalate_at = None if delay is None else remind_at + delay
     if not math.isfinite(remind_at) or (escalate_at is not None and not math.isfinite(escalate_at)):
         return None, None
     return remind_at, escalate_at
+
+
+def nudge_delays(record: InteractionRecord) -> tuple[float, float | None] | None:
+    """`(remind_after, escalation_delay)` of an approval's rule, which `nudge_times` adds to its
+    `created_at`; None where its rule asks for no reminder (or does not read back). The Redis
+    add script adds them itself to the `created_at` a re-added pending record keeps."""
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        return None
+    if rule is None or rule.remind_after is None:
+        return None
+    return rule.remind_after, rule.escalation_delay
 
 
 def unfired(record: InteractionRecord) -> InteractionRecord:

@@ -66,8 +66,18 @@ class RunStore(Protocol):
 class InteractionStore(Protocol):
     """Pending interactions with the place their card was posted."""
 
-    async def add_interactions(self, records: list[InteractionRecord]) -> None:
-        """Insert records; an id that already exists is replaced only while still pending."""
+    async def add_interactions(self, records: list[InteractionRecord]) -> list[InteractionRecord]:
+        """Insert records atomically (one round trip) and return each as stored after the add,
+        in the order given.
+
+        A new id is stored as given (without nudge marks: `unfired`). An id already stored is
+        replaced only while it is still pending (a run paused again on it), and then carries
+        over the stored record's `message_ts`, `created_at` and `expires_at` (its card stays,
+        its deadline and nudges do not move) and the nudges that already fired. An id no longer
+        pending (answered, under a grant or not; expired; closed) is kept and returned as
+        stored. So the caller learns which cards exist and which requests were answered already
+        without reading them first.
+        """
 
     async def get_interaction(self, interaction_id: str) -> InteractionRecord | None: ...
 
@@ -131,8 +141,8 @@ class InteractionStore(Protocol):
     async def due_nudges(self, now: float, *, limit: int = 100) -> list[Nudge]:
         """Pending, unexpired approvals whose reminder (or, once reminded, escalation) is due at
         `now`, soonest due first. Due times are fixed when the record is added (`nudge_times`:
-        `created_at + remind_after`, and `escalation_delay` after that), kept when a pending
-        record is added again, and never listed again once fired."""
+        `created_at + remind_after`, and `escalation_delay` after that; a pending record added
+        again keeps its `created_at`, so they do not move), and never listed again once fired."""
 
     async def mark_nudged(
         self, interaction_id: str, kind: NudgeKind, *, now: float

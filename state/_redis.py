@@ -8,6 +8,7 @@ them atomically without decoding and re-encoding the JSON in Lua (cjson would tu
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Awaitable, Sequence
@@ -43,6 +44,8 @@ from ._keys import (
     DEFAULT_PREFIX,
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
+    INTERACTION_GRACE,
+    LONGEST_WAIT,
     RUN_TTL,
     STOP_TTL,
     STREAM_TTL,
@@ -50,7 +53,7 @@ from ._keys import (
     RedisKeys,
     interaction_ttl,
 )
-from ._nudges import nudge_times, unfired
+from ._nudges import nudge_delays, nudge_times, unfired
 from ._records import (
     AuditEntry,
     InteractionClaim,
@@ -112,28 +115,74 @@ end
 return {0, v[1], v[3]}
 """
 
-# KEYS: due, nudges, then (interaction, run index) per record; ARGV: nine values per record.
-# A pending record added again (a run paused again on it) keeps the reminder and escalation it
-# already had: they fire once per request, not once per pause.
+# KEYS: due, nudges, then (interaction, run index) per record; ARGV: now, LONGEST_WAIT,
+# INTERACTION_GRACE, RUN_TTL, then twelve values per record. A pending record added again (a run
+# paused again on it) is the new record with the stored one's `created_at`, `expires_at` and
+# `message_ts`: its card stays, and its deadline, reminder and escalation do not move (the nudges
+# fire once per request, not once per pause). The new record comes without those three (`body`,
+# its JSON with them at their default, so left out) and the script appends the stored ones as
+# text: `expires_at` as Python wrote it, `created_at` read back and written with 17 digits (the
+# same double), the card's ts as its overlay holds it or else as its JSON does. A stored record
+# whose JSON does not read (corrupt) is replaced as given. Returns, per record, 0 when the id was
+# new (stored as given) or else the stored fields after the add (`read_ix`), so the caller knows
+# which cards exist and which requests were already answered without a read of its own.
 _ADD_INTERACTIONS = (
     _SCHEDULE
+    + _READ_IX
     + """
-local added = 0
+local now, longest, grace, run_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                     tonumber(ARGV[4])
+local function exact(x) return string.format('%.17g', x) end
+local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
+local function created_of(rec)
+  local ok, stored = pcall(cjson.decode, rec)
+  if not ok or type(stored) ~= 'table' then return nil end
+  local created = stored.created_at
+  if created == nil then created = 0 end
+  if type(created) ~= 'number' or not finite(created) then return nil end
+  local ts = stored.message_ts
+  if type(ts) ~= 'string' then ts = nil end
+  return created, ts
+end
+local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
-  local ix, runix, a = KEYS[3 + 2 * i], KEYS[4 + 2 * i], 9 * i
-  local id, status, exp = ARGV[a + 1], ARGV[a + 3], ARGV[a + 4]
-  local current = redis.call('HGET', ix, 'status')
+  local ix, runix, a = KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 12 * i
+  local id, rec, status, exp = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local ttl, keep_run, remind, escalate = ARGV[a + 5], ARGV[a + 6], ARGV[a + 8], ARGV[a + 9]
+  local v = redis.call('HMGET', ix, 'status', 'rec', 'expires_at', 'message_ts', 'reminded_at',
+                       'escalated_at')
+  local current = v[1]
+  if current == 'pending' and v[2] then
+    local created, ts = created_of(v[2])
+    local kept_exp = v[3] and tonumber(v[3])
+    if created and kept_exp and finite(kept_exp) then
+      if v[4] then ts = v[4] end
+      exp = v[3]
+      rec = string.sub(ARGV[a + 10], 1, -2) .. ',"created_at":' .. exact(created)
+            .. ',"expires_at":' .. exp
+      if ts then rec = rec .. ',"message_ts":' .. cjson.encode(ts) end
+      rec = rec .. '}'
+      ttl = math.floor(math.min(math.max(kept_exp - now, 0), longest)) + grace
+      keep_run = math.max(ttl, run_ttl)
+      remind, escalate = '', ''
+      if ARGV[a + 11] ~= '' then
+        local r, e = created + tonumber(ARGV[a + 11]), nil
+        if ARGV[a + 12] ~= '' then e = r + tonumber(ARGV[a + 12]) end
+        if finite(r) and (e == nil or finite(e)) then
+          remind = exact(r)
+          if e ~= nil then escalate = exact(e) end
+        end
+      end
+    end
+  end
   if not current or current == 'pending' then
-    local fired = {}
-    if current then fired = redis.call('HMGET', ix, 'reminded_at', 'escalated_at') end
     redis.call('DEL', ix)
-    redis.call('HSET', ix, 'rec', ARGV[a + 2], 'status', status, 'expires_at', exp,
-               'run_id', ARGV[a + 7])
-    if ARGV[a + 8] ~= '' then redis.call('HSET', ix, 'remind_at', ARGV[a + 8]) end
-    if ARGV[a + 9] ~= '' then redis.call('HSET', ix, 'escalate_at', ARGV[a + 9]) end
-    if fired[1] then redis.call('HSET', ix, 'reminded_at', fired[1]) end
-    if fired[2] then redis.call('HSET', ix, 'escalated_at', fired[2]) end
-    redis.call('EXPIRE', ix, ARGV[a + 5])
+    redis.call('HSET', ix, 'rec', rec, 'status', status, 'expires_at', exp, 'run_id', ARGV[a + 7])
+    if remind ~= '' then redis.call('HSET', ix, 'remind_at', remind) end
+    if escalate ~= '' then redis.call('HSET', ix, 'escalate_at', escalate) end
+    if v[5] then redis.call('HSET', ix, 'reminded_at', v[5]) end
+    if v[6] then redis.call('HSET', ix, 'escalated_at', v[6]) end
+    redis.call('EXPIRE', ix, ttl)
     if status == 'pending' then
       redis.call('ZADD', KEYS[1], exp, id)
     else
@@ -141,11 +190,11 @@ for i = 0, (#KEYS - 2) / 2 - 1 do
     end
     schedule(ix, KEYS[2], id)
     redis.call('ZADD', runix, 'NX', redis.call('ZCARD', runix), id)
-    redis.call('EXPIRE', runix, ARGV[a + 6])
-    added = added + 1
+    redis.call('EXPIRE', runix, keep_run)
   end
+  if current then out[i + 1] = read_ix(ix) else out[i + 1] = 0 end
 end
-return added
+return out
 """
 )
 
@@ -487,17 +536,21 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
     def _decode_many(self, reply: Sequence[Any]) -> list[InteractionRecord]:
         return [self._decode_ix(text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
 
-    async def add_interactions(self, records: list[InteractionRecord]) -> None:
-        """Insert records; an id already stored is replaced only while it is still pending."""
+    async def add_interactions(self, records: list[InteractionRecord]) -> list[InteractionRecord]:
+        """Insert records; an id already stored is replaced only while it is still pending, and
+        then keeps its card, deadline and nudges (`_ADD_INTERACTIONS`). Returns each as stored."""
         if not records:
-            return
+            return []
         now = time.time()
         keys = [self._keys.due, self._keys.nudges]
-        args: list[str | bytes | int] = []
+        args: list[str | bytes | int] = [repr(now), LONGEST_WAIT, INTERACTION_GRACE, RUN_TTL]
+        added: list[InteractionRecord] = []
         for record in records:
             check_interaction_times(record)
             record = unfired(record)
+            added.append(record)
             remind_at, escalate_at = nudge_times(record)
+            remind_after, escalation_delay = nudge_delays(record) or (None, None)
             keys += [
                 self._keys.interaction(record.interaction_id),
                 self._keys.run_interactions(record.run_id),
@@ -511,10 +564,19 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
                 ttl,
                 max(ttl, RUN_TTL),
                 record.run_id,
-                "" if remind_at is None else repr(remind_at),
-                "" if escalate_at is None else repr(escalate_at),
+                _time_arg(remind_at),
+                _time_arg(escalate_at),
+                encode_interaction(
+                    dataclasses.replace(record, created_at=0.0, expires_at=0.0, message_ts=None)
+                ),
+                _time_arg(remind_after),
+                _time_arg(escalation_delay),
             ]
-        await self._send(self._add(keys=keys, args=args, client=self._live()))
+        reply = await self._send(self._add(keys=keys, args=args, client=self._live()))
+        return [
+            record if stored == 0 else self._decode_ix(record.interaction_id, stored)
+            for record, stored in zip(added, reply, strict=True)
+        ]
 
     async def get_interaction(self, interaction_id: str) -> InteractionRecord | None:
         key = self._keys.interaction(interaction_id)
@@ -750,6 +812,11 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         key = self._keys.audit
         values = await self._send(self._live().lrange(key, 0, limit - 1))
         return [decode_audit(value, key=f"{key}[{index}]") for index, value in enumerate(values)]
+
+
+def _time_arg(seconds: float | None) -> str:
+    """A time or delay as the add script takes it: Python's exact text, or '' for none."""
+    return "" if seconds is None else repr(float(seconds))
 
 
 def _is_settled(run_id: str, ids: list[str], statuses: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ transactions), which SQLite serialises across processes sharing the file as well
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from ._codec import (
     lease_millis,
     own_messages,
 )
-from ._errors import StoreClosedError, StoreError, StoreURLError, UsageError
+from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
     DELIVERY_TTL,
     HOME_VIEWER_CAP,
@@ -281,6 +282,22 @@ _ADDED_COLUMNS = (("interactions", "votes", "TEXT"), ("inbox", "about", "TEXT"))
 """Columns added since a table was first created: a file written before gets them on open."""
 
 
+def _carried(record: InteractionRecord, row: tuple[Any, ...]) -> InteractionRecord:
+    """`record` as it replaces the pending one `row` holds (a run paused again on it): with that
+    one's card (`message_ts`), `created_at` and `expires_at`, so its card stays and its deadline
+    and nudges do not move. A stored record that does not read is replaced as given."""
+    try:
+        stored = _decode_ix(row)
+    except CorruptRecordError:
+        return record
+    return dataclasses.replace(
+        record,
+        message_ts=stored.message_ts,
+        created_at=stored.created_at,
+        expires_at=stored.expires_at,
+    )
+
+
 def _add_columns(conn: sqlite3.Connection) -> None:
     for table, column, kind in _ADDED_COLUMNS:
         have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
@@ -491,37 +508,51 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     # Interactions
 
-    async def add_interactions(self, records: list[InteractionRecord]) -> None:
-        """Insert records; an id already stored is replaced only while it is still pending."""
+    async def add_interactions(self, records: list[InteractionRecord]) -> list[InteractionRecord]:
+        """Insert records; an id already stored is replaced only while it is still pending, and
+        then keeps its card, deadline and nudges (`_carried`). Returns each as stored, read in
+        the transaction that adds it."""
         if not records:
-            return
-        now = time.time()
-        rows = []
+            return []
+        added = []
         for record in records:
             check_interaction_times(record)
-            record = unfired(record)
-            keep_until = now + interaction_ttl(record.expires_at, now)
-            rows.append(
-                (
-                    (
-                        record.interaction_id,
-                        record.run_id,
-                        encode_interaction(record).decode(),
-                        record.status,
-                        record.expires_at,
-                        keep_until,
-                        *nudge_times(record),
-                    ),
-                    (record.run_id, record.interaction_id, max(keep_until, now + RUN_TTL)),
+            added.append(unfired(record))
+        now = time.time()
+
+        def add(conn: sqlite3.Connection) -> list[InteractionRecord | tuple[Any, ...]]:
+            stored: list[InteractionRecord | tuple[Any, ...]] = []
+            for record in added:
+                row = conn.execute(_SELECT_IX, (record.interaction_id,)).fetchone()
+                if row is not None and row[2] == "pending":
+                    record = _carried(record, row)
+                keep_until = now + interaction_ttl(record.expires_at, now)
+                upsert = (
+                    record.interaction_id,
+                    record.run_id,
+                    encode_interaction(record).decode(),
+                    record.status,
+                    record.expires_at,
+                    keep_until,
+                    *nudge_times(record),
                 )
-            )
-
-        def add(conn: sqlite3.Connection) -> None:
-            for upsert, index in rows:
                 if conn.execute(_UPSERT_IX, upsert).rowcount:
-                    conn.execute(_INDEX_IX, index)
+                    conn.execute(
+                        _INDEX_IX,
+                        (record.run_id, record.interaction_id, max(keep_until, now + RUN_TTL)),
+                    )
+                if row is None:
+                    stored.append(record)
+                else:
+                    # Decoded after the commit: a kept record that does not read must not undo
+                    # the others' adds.
+                    stored.append(conn.execute(_SELECT_IX, (record.interaction_id,)).fetchone())
+            return stored
 
-        await self._call(lambda conn: _transaction(conn, partial(add, conn)))
+        stored = await self._call(lambda conn: _transaction(conn, partial(add, conn)))
+        return [
+            value if isinstance(value, InteractionRecord) else _decode_ix(value) for value in stored
+        ]
 
     async def get_interaction(self, interaction_id: str) -> InteractionRecord | None:
         row = await self._call(lambda conn: conn.execute(_SELECT_IX, (interaction_id,)).fetchone())

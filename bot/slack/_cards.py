@@ -53,16 +53,8 @@ class Cards:
         self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
     ) -> None:
         now = self.clock()
-        records: list[InteractionRecord] = []
-        granted = False
-        for event in events:
-            existing = await self.store.get_interaction(event.interaction_id)
-            if existing is not None and used_grant(existing):
-                # A retry of a turn whose first attempt approved this under a grant: no card;
-                # the run's resume is queued below (again: the queue drops a repeat).
-                granted = True
-                continue
-            record = InteractionRecord.placed(
+        placed = [
+            InteractionRecord.placed(
                 event.interaction,
                 run_id=run_id,
                 channel=thread.channel,
@@ -72,14 +64,21 @@ class Cards:
                 created_at=now,
                 expires_at=now + self.ttl,
             )
-            if existing is not None and existing.status == "pending":
-                # Paused again on the same interaction: its card stays, the record moves on.
-                record.message_ts = existing.message_ts
-                record.created_at = existing.created_at
-                record.expires_at = existing.expires_at
-            records.append(record)
-        # Stored before the cards exist, so a click can never find an unknown interaction.
-        await self.store.add_interactions(records)
+            for event in events
+        ]
+        # Stored before the cards exist, so a click can never find an unknown interaction. The
+        # add says what each is now, in the same round trip: paused again on one still pending,
+        # the record moves on but keeps its card (`message_ts`), created_at and expires_at.
+        records: list[InteractionRecord] = []
+        granted = False
+        for record in await self.store.add_interactions(placed):
+            if record.status == "pending":
+                records.append(record)
+            elif used_grant(record):
+                # A retry of a turn whose first attempt approved this under a grant: no card;
+                # the run's resume is queued below (again: the queue drops a repeat).
+                granted = True
+            # Otherwise answered or closed already (its card, if any, says so): no card either.
         for record in records:
             if record.message_ts:
                 continue

@@ -34,6 +34,13 @@ CLICK_TRIPS = 4
 the item, and takes the item for this process's worker, so the worker makes no read and no
 `take` of its own), the claim, the save and the item's `done`."""
 
+MENTION_TRIPS = 10
+"""What a new message that pauses on a question costs, from its arrival to its card: the inbox
+write, the thread's lease (with its stop mark), the thread's run and its record
+(`get_thread_run`, `load_run`), the paused save, the thread's pointer (`set_thread_run`), the add
+of the interaction (which says whether its card exists or it was answered already, so there is
+no read of it first), the card's ts, the lease's release and the item's `done`."""
+
 STREAM_WRITES = 1
 """In an agent session the reply is streamed, and its message remembered (`set_run_stream`) as
 soon as the stream starts, so that a retry after a crash stops it instead of streaming twice."""
@@ -249,6 +256,16 @@ async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_
     assert not classic - agent, (agent, classic)
     assert sum(agent.values()) == CLICK_TRIPS + STREAM_WRITES, agent
     assert agent["take_script"] == agent["HMGET"] == 0, agent
+
+
+async def test_a_mention_that_pauses_on_a_question_costs_ten_round_trips(
+    redis_store_url: str, slack: LocalSlack
+) -> None:
+    counted = await _mention_trips(redis_store_url, slack, agents.confirm_agent)
+    assert sum(counted.values()) == MENTION_TRIPS, counted
+    # The add returns each interaction as stored: no read of it before (`HMGET`).
+    assert counted["add"] == counted["set_message"] == 1, counted
+    assert counted["HMGET"] == 0, counted
 
 
 async def test_an_agent_session_mention_costs_what_a_classic_one_does_besides_its_stream(
