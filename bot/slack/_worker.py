@@ -365,14 +365,16 @@ class Worker:
     ) -> None:
         """Run `item` once the item started before it has begun: a handed item first waits
         for calm, and a later one (a quick follow-up in the same thread, handed or taken) must
-        not get to its thread's queue (`Dispatch`) first."""
+        not get to its thread's queue (`Dispatch`) first. The waits for calm run side by side
+        (each measures the loop, so one after the other they would add up); only the entries
+        into the work are in order, one wake-up apart."""
         try:
-            if before is not None:
-                await asyncio.shield(before)
             if handed:
                 # Started when its own take would have been made (`_wait_for_calm`): a burst of
                 # clicks is acked before its work starts.
                 await self._wait_for_calm()
+            if before is not None:
+                await asyncio.shield(before)
         finally:
             if not mine.done():
                 mine.set_result(None)
