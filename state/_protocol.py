@@ -279,6 +279,13 @@ class Inbox(Protocol):
     safe to do twice. Items come out in enqueue order.
     """
 
+    @property
+    def enqueue_takes(self) -> bool:
+        """Whether an app's inbox writes should take work for its worker (`enqueue(taker=)`):
+        where a `take` of its own is a network round trip (Redis), not where it is a call on the
+        store's own database thread (SQLite), which the write, and the ack waiting for it, would
+        then do too."""
+
     async def enqueue(
         self,
         kind: str,

@@ -170,6 +170,9 @@ class RedisInbox(RedisPart):
 
     _enqueues: GroupCommit[_Enqueue, str | None]
 
+    enqueue_takes = True
+    """A take of the worker's own is a round trip: the enqueue that precedes an ack saves it."""
+
     def _register_inbox(self, client: RedisClient) -> None:
         self._enqueue_script = client.register_script(_ENQUEUE)
         self._take_script = client.register_script(_TAKE)

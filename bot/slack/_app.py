@@ -209,7 +209,8 @@ class SlackBot:
         self._answered_at = 0.0
         """`time.monotonic()` when the last one was answered."""
         self.role = role
-        self._taker = None if role == "web" else self.worker.taker
+        # Inbox writes take work for this process's worker where that saves a round trip.
+        self._taker = None if role == "web" or not store.enqueue_takes else self.worker.taker
         """The inbox writes take work for this process's worker, when there is one: the work of
         a click starts without a `take` of its own."""
         self._loops = loops

@@ -190,12 +190,15 @@ async def _request_held_open(url: str) -> AsyncIterator[None]:
 
 
 async def test_kill_after_acking_a_click_its_own_inbox_write_took(
-    store_url: str, marks: Marks
+    redis_store_url: str, marks: Marks
 ) -> None:
     """(c') One `handback run` records a click, its worker taking the item with the same write
-    (no `take` of its own), acks it and dies before the claim; a second process finishes it,
-    the tool once."""
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+    (no `take` of its own; on Redis, where that saves a round trip), acks it and dies before
+    the claim; a second process finishes it, the tool once."""
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, redis_store_url, ref=AGENT, env=_env(marks)) as fleet,
+    ):
         [first] = await fleet.start("all")
         asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
         card = await card_in(slack, asked.ts)
@@ -209,7 +212,7 @@ async def test_kill_after_acking_a_click_its_own_inbox_write_took(
             await fleet.kill(first)
         assert value(taken, "handback_work_taken_total", kind="action", by="record") == 1
         assert value(taken, "handback_work_taken_total", kind="action", by="take") == 0
-        async with open_store(store_url) as store:
+        async with open_store(redis_store_url) as store:
             assert await store.inbox_size() == 1  # the click, recorded and not worked
             # ... and leased to the dead process's worker (QUICK's 1 s lease), not waiting.
             assert await store.take("probe", lease=1.0) == []

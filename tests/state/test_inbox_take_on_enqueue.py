@@ -127,3 +127,12 @@ async def test_a_taker_that_cannot_work_is_refused(store: Store, taker: Taker) -
     with pytest.raises(UsageError):
         await store.enqueue("event", {"n": 1}, taker=taker)
     assert await store.inbox_size() == 0
+
+
+async def test_an_app_s_writes_take_only_where_that_saves_a_round_trip(
+    store: Store, store_url: str
+) -> None:
+    """Redis (single or Cluster): a take of the worker's own is a network round trip, which
+    the write that precedes the ack saves. SQLite: it is a call on the store's own thread,
+    which the ack would wait for too, so the app's writes take nothing there."""
+    assert store.enqueue_takes is (not store_url.startswith("sqlite"))
