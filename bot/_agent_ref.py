@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from ._agent import Agent
 from ._errors import UsageError
@@ -16,6 +17,10 @@ from ._errors import UsageError
 __all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent"]
 
 DEFAULT_AGENT = "bot.chatops:agent"
+
+_OUR_PACKAGES = ("bot", "blocks", "state")
+"""handback's import packages: a module of the same name in the agent's folder is never
+imported (ours are, first), so the agent's own code would get ours instead of it."""
 
 
 class AgentRefError(UsageError):
@@ -27,6 +32,7 @@ def load_agent(ref: str) -> Agent:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise AgentRefError(f"`{ref}` is not MODULE:ATTR (for example `{DEFAULT_AGENT}`)")
+    shadowing(Path.cwd())
     if os.getcwd() not in sys.path:
         # Like uvicorn, so `handback run myagent:agent` finds myagent.py in the current folder.
         sys.path.insert(0, os.getcwd())
@@ -49,3 +55,18 @@ def load_agent(ref: str) -> Agent:
     if not isinstance(target, Agent):
         raise AgentRefError(f"`{ref}` is a {type(target).__name__}, not a bot.Agent")
     return target
+
+
+def shadowing(folder: Path) -> None:
+    """Raise `AgentRefError` when `folder` (where the agent's module is imported from) holds a
+    module named like one of handback's packages: `bot.py` there is never imported, since ours
+    is, so `handback run bot:agent` or the agent's `import state` would get ours."""
+    for name in _OUR_PACKAGES:
+        for candidate in (folder / f"{name}.py", folder / name / "__init__.py"):
+            ours = Path(importlib.import_module(name).__file__ or "").resolve()
+            if candidate.is_file() and candidate.resolve() != ours:
+                raise AgentRefError(
+                    f"`{candidate.relative_to(folder)}` in {folder} has the name of handback's "
+                    f"own `{name}` package, which hides it: rename it (for example to "
+                    f"`my{name}.py`) and import it by that name"
+                )

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent", "main"]
 
+DISTRIBUTION = "handback-slack"
+"""The name on the package index (`pip install handback-slack`); the command stays `handback`.
+`handback` there is another project."""
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141
+"""As a shell reports a command ended by SIGPIPE (128 + 13)."""
 EXIT_CHECK_FAILED = 1
 
 
@@ -144,6 +149,17 @@ def _fail(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # `handback audit --json | head`: the reader has what it wanted. Point stdout at
+        # /dev/null so the interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "dev":
         from .playground._dev import main as dev_main
@@ -168,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _version() -> str:
     try:
-        return importlib.metadata.version("handback")
+        return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return "(not installed)"
 
@@ -287,7 +303,7 @@ def _run(ref: str, role: str = "all") -> int:
     from .slack import ConfigError, Role, load_settings, serve
 
     try:
-        settings = load_settings()
+        settings = load_settings(role=cast("Role", role))
     except ConfigError as error:
         return _fail(str(error))
     _configure_logging(settings)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import fields
@@ -14,8 +19,86 @@ import pytest
 
 from state import PendingInteraction
 
-REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+class OwnRedis:
+    """A `redis-server` of the test session's own, on a free loopback port, keeping nothing on
+    disk: the suite never writes into a Redis that holds someone's data. Started on first use;
+    `HANDBACK_TEST_REDIS` points the suite at another server instead."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.root: str | None = None
+
+    def start(self) -> str:
+        executable = shutil.which("redis-server")
+        if executable is None:
+            raise RuntimeError(
+                "redis-server is not installed (Debian: apt-get install redis-server)"
+            )
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.root = tempfile.mkdtemp(prefix="handback-test-redis-")
+        self.process = subprocess.Popen(
+            [
+                executable,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.root,
+                "--maxclients",
+                "10000",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 15
+        while not _redis_up(url):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start on port {port}")
+            time.sleep(0.05)
+        return url
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+_OWN_REDIS = OwnRedis()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Starts the session's own Redis before collection, unless `HANDBACK_TEST_REDIS` names one,
+    and exports its URL in `HANDBACK_TEST_REDIS` so subprocesses and helpers find the same one."""
+    if os.environ.get("HANDBACK_TEST_REDIS"):
+        return
+    try:
+        os.environ["HANDBACK_TEST_REDIS"] = _OWN_REDIS.start()
+    except RuntimeError as error:
+        # The `redis_url` fixture reports it (a skip, or a failure in CI) in the tests needing it.
+        os.environ["HANDBACK_TEST_REDIS_ERROR"] = str(error)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _OWN_REDIS.stop()
+
+
+def redis_url_for_tests() -> str:
+    """The Redis the tests use (the session's own unless `HANDBACK_TEST_REDIS` is set)."""
+    return os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:0/0")
 
 
 def interaction_of(value: object) -> PendingInteraction:
@@ -26,11 +109,11 @@ def interaction_of(value: object) -> PendingInteraction:
     )
 
 
-def _redis_up() -> bool:
+def _redis_up(url: str) -> bool:
     import redis
 
     try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
         try:
             return bool(client.ping())
         finally:
@@ -60,11 +143,15 @@ UNCLOSED_FAILS = [
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """The test Redis; in CI a missing server fails the test instead of skipping it."""
-    if not _redis_up():
+    url = redis_url_for_tests()
+    problem = os.environ.get("HANDBACK_TEST_REDIS_ERROR")
+    if problem is None and not _redis_up(url):
+        problem = f"Redis is not reachable at {url!r}"
+    if problem is not None:
         if IN_CI:
-            pytest.fail(f"Redis is not reachable at {REDIS_URL!r} and CI is set")
-        pytest.skip(f"Redis is not reachable at {REDIS_URL!r}")
-    return REDIS_URL
+            pytest.fail(f"{problem} and CI is set")
+        pytest.skip(problem)
+    return url
 
 
 @pytest.fixture

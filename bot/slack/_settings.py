@@ -10,7 +10,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from state import THREAD_LEASE_TTL
@@ -209,26 +209,29 @@ class Settings(BaseSettings):
     def _empty_port(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @model_validator(mode="after")
-    def _mode(self) -> Settings:
-        if self.slack_app_token is None and self.slack_signing_secret is None:
-            raise ValueError(
-                "SLACK_SIGNING_SECRET is missing (needed in HTTP mode; "
-                "set SLACK_APP_TOKEN for Socket Mode instead)"
-            )
-        return self
-
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Read the settings from the environment; `ConfigError` names what is wrong."""
+def load_settings(*, role: Literal["all", "web", "worker"] = "all", **overrides: Any) -> Settings:
+    """Read the settings from the environment; `ConfigError` names what is wrong. A process
+    that takes Slack's requests (`role` all or web) needs a way to hear them: the signing
+    secret (HTTP mode) or an app token (Socket Mode); a worker only works the store's inbox."""
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as error:
         raise ConfigError(_one_line(error)) from None
+    if (
+        role != "worker"
+        and settings.slack_app_token is None
+        and settings.slack_signing_secret is None
+    ):
+        raise ConfigError(
+            "SLACK_SIGNING_SECRET is missing (needed in HTTP mode; "
+            "set SLACK_APP_TOKEN for Socket Mode instead)"
+        )
+    return settings
 
 
 def _one_line(error: ValidationError) -> str:

@@ -9,6 +9,7 @@ LangGraph, a bare Bolt) from the package index into `$HANDBACK_BENCH_CACHE` on f
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def _smoke_args(args: list[str]) -> list[str]:
 def _cases() -> list[tuple[compare.Job, compare.Contender]]:
     seen: set[tuple[str, str]] = set()
     cases = []
-    for job in compare.jobs(quick=True, rounds=1, redis_url="redis://127.0.0.1:6379/0"):
+    for job in compare.jobs(
+        quick=True,
+        rounds=1,
+        redis_url=os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0"),
+    ):
         for contender in job.contenders:
             if (job.measure, contender.label) in seen:
                 continue

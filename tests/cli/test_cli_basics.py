@@ -19,7 +19,7 @@ def test_version() -> None:
         check=False,
     )
     assert done.returncode == 0
-    assert done.stdout.strip() == f"handback {importlib.metadata.version('handback')}"
+    assert done.stdout.strip() == f"handback {importlib.metadata.version('handback-slack')}"
 
 
 def test_every_option_of_every_command_has_help() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -147,3 +148,26 @@ def test_a_store_that_does_not_exist_is_not_created(tmp_path: Path, command: str
     assert str(tmp_path / "handback.db") in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "handback.db").exists()
+
+
+@pytest.mark.parametrize("command", ["audit", "pending"])
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, command: str) -> None:
+    """`handback pending --json | head`: the reader went away; no traceback, SIGPIPE's status."""
+    url = f"sqlite:///{tmp_path / 'handback.db'}"
+    asyncio.run(_fill(url))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot._cli", command, "--json", "--store", url],
+            cwd=ROOT,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 141

@@ -292,3 +292,76 @@ def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(f"handback: cannot listen on 127.0.0.1:{port}")
     assert result.stderr.count("\n") == 1
+
+
+def test_only_a_process_that_hears_slack_needs_the_signing_secret(env: pytest.MonkeyPatch) -> None:
+    env.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    assert load_settings(role="worker").slack_signing_secret is None
+    for role in ("all", "web"):
+        with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET is missing"):
+            load_settings(role=role)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_worker_starts_without_a_signing_secret(tmp_path: Path) -> None:
+    """`handback run --role worker` works the inbox and answers /healthz; it never hears Slack,
+    so it asks for neither the signing secret nor an app token."""
+    import json
+    import os
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "HANDBACK_"))}
+    process = subprocess.Popen(
+        [str(HANDBACK), "run", "--role", "worker"],
+        cwd=ROOT,
+        env={
+            **base,
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "OPENAI_API_KEY": "k",
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            "HANDBACK_STORE": f"sqlite:///{tmp_path / 'h.db'}",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        health = None
+        while health is None and time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as got:
+                    health = json.loads(got.read())
+            except OSError:
+                time.sleep(0.2)
+        assert health is not None, process.stderr.read() if process.poll() is not None else ""
+        assert health["ok"] is True and health["role"] == "worker"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("name", ["bot.py", "state.py", "blocks/__init__.py"])
+def test_a_local_module_named_like_ours_is_named_in_one_line(tmp_path: Path, name: str) -> None:
+    """A user's `bot.py` beside their agent would be hidden by handback's own `bot` package
+    (`module 'bot' has no attribute 'agent'`); `handback run` says which file and what to do."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("from bot import Agent\nagent = None\n")
+    done = subprocess.run(
+        [str(HANDBACK), "run", "bot:agent"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", **GOOD, "OPENAI_API_KEY": "k"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"`{name}`" in done.stderr and "rename it" in done.stderr
