@@ -50,6 +50,7 @@ async def bench(url: str, rounds: int) -> dict[str, list[float]]:
             slack_signing_secret=slack.signing_secret,
             slack_api_url=slack.api_url,
             handback_store=url,
+            handback_approvers="anyone",
         )
         async with (
             open_store(url) as store,

@@ -29,7 +29,7 @@ from ._answers import (
     page_from_action,
     resolve_answer,
 )
-from ._approvers import approver_mentions, with_note
+from ._approvers import ANYONE, approver_mentions, with_note
 from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
@@ -102,6 +102,7 @@ __all__ = [
     "ACTION_REVOKE",
     "ACTION_SELECT",
     "ACTION_SUBMIT",
+    "ANYONE",
     "CALLBACK_COMMAND_MODAL",
     "CALLBACK_DENY_MODAL",
     "CALLBACK_EDIT_MODAL",

@@ -16,7 +16,11 @@ from ._text import cut, escape
 if TYPE_CHECKING:
     from ._card import Message
 
-__all__ = ["approver_mentions", "escalated_to", "with_note"]
+__all__ = ["ANYONE", "approver_mentions", "escalated_to", "with_note"]
+
+ANYONE = "anyone"
+"""The approvers' list that lets anyone in the channel but the requester approve
+(`HANDBACK_APPROVERS=anyone`); an empty list lets nobody."""
 
 _USER = re.compile(r"[UW][A-Z0-9]{2,30}")
 _GROUP = re.compile(r"S[A-Z0-9]{2,30}")
@@ -29,7 +33,9 @@ def approver_mentions(approvers: Sequence[str]) -> str:
     anything else is shown as escaped text, never as a mention."""
     shown = []
     for entry in approvers:
-        if _USER.fullmatch(entry):
+        if entry == ANYONE:
+            shown.append("anyone here but whoever asked")
+        elif _USER.fullmatch(entry):
             shown.append(f"<@{entry}>")
         elif _GROUP.fullmatch(entry):
             shown.append(f"<!subteam^{entry}>")

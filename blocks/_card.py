@@ -8,7 +8,7 @@ from typing import Any, Final, Literal, TypedDict
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
-from ._approvers import approver_mentions, escalated_to
+from ._approvers import ANYONE, approver_mentions, escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
 from ._ids import (
@@ -232,9 +232,11 @@ def _footer(record: InteractionRecord, approvers: Sequence[str] | None) -> list[
     parts = ["Or reply in this thread."] if accepts_text_reply(record) else []
     if record.kind == "approval" and approvers is not None:
         parts.append(
-            f"Approvers: {approver_mentions(approvers)}"
+            "Anyone here may approve, except whoever asked"
+            if tuple(approvers) == (ANYONE,)
+            else f"Approvers: {approver_mentions(approvers)}"
             if approvers
-            else "Anyone here may approve, except whoever asked"
+            else "Nobody may approve this yet: no approver rule is set"
         )
     if record.requester and record.kind != "approval":
         parts.append(f"Requested by {mention(record.requester)}")
@@ -249,8 +251,9 @@ def render_card(
     record: InteractionRecord, *, page: int = 0, approvers: Sequence[str] | None = None
 ) -> Message:
     """The card for a pending interaction; `page` picks which hundred options a long list shows,
-    and `approvers` (users and user groups; empty: anyone) who may approve it, as the app's
-    policy resolves them (the rule's list, the tool's or the global one), for an approval."""
+    and `approvers` (users and user groups, or `ANYONE`; empty: nobody) who may approve it,
+    as the app's policy resolves them (the rule's list, the tool's or the global one), for an
+    approval."""
     blocks = summary_blocks(record) + _controls(record, page) + _footer(record, approvers)
     return {"text": fallback(record), "blocks": blocks}
 

@@ -8,7 +8,8 @@ created.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,14 +17,16 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from state import Approval, StoreError, check_store, missing_sqlite_file, open_store
+from blocks import ANYONE
+from state import StoreError, check_store, missing_sqlite_file, open_store
 
 from .. import Agent
 from .._model import OpenAIModel
 from ._app import make_client
+from ._gates import gate_rules, unknown_tool_names
 from ._manifest import BOT_SCOPES
-from ._serve import check_agent
-from ._settings import ConfigError, Settings
+from ._serve import check_model
+from ._settings import ConfigError, Settings, unknown_variables
 
 __all__ = ["Check", "diagnose", "who_may_approve"]
 
@@ -51,9 +54,18 @@ async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
         checks += await _slack(client, settings)
         checks += await _people(client, settings)
     checks += [
-        Check(status="ok", name=f"approvals of `{tool}`", detail=who)
-        for tool, who in who_may_approve(settings, agent)
+        Check(status="ok" if opens else "FAIL", name=f"approvals of `{tool}`", detail=who)
+        for tool, who, opens in who_may_approve(settings, agent)
     ]
+    checks += [
+        Check(
+            status="FAIL",
+            name=f"HANDBACK_TOOL_APPROVERS[{tool}]",
+            detail=f"agent `{agent.name}` has no tool `{tool}`, so `handback run` will not start",
+        )
+        for tool in unknown_tool_names(agent, settings)
+    ]
+    checks += _variables()
     return checks
 
 
@@ -75,7 +87,7 @@ def _mode(settings: Settings) -> Check:
 
 def _model(settings: Settings, agent: Agent) -> Check:
     try:
-        check_agent(agent, settings)
+        check_model(agent, settings)
     except ConfigError as error:
         return Check(status="FAIL", name="model", detail=f"{error}: set it in the environment")
     model = agent.model
@@ -197,6 +209,8 @@ async def _people(client: AsyncWebClient, settings: Settings) -> list[Check]:
     """Every user and user group the approver and answerer lists name, looked up in Slack."""
     named: dict[str, list[str]] = {}
     for entry in settings.handback_approvers:
+        if entry == ANYONE:
+            continue
         named.setdefault(entry, []).append("HANDBACK_APPROVERS")
     for tool, entries in settings.handback_tool_approvers.items():
         for entry in entries:
@@ -235,27 +249,21 @@ async def _person(client: AsyncWebClient, entry: str, where: list[str]) -> Check
         return Check(status="FAIL", name=name, detail=f"Slack is out of reach: {error!r}")
 
 
-def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str]]:
-    """For each tool of the agent that can ask for approval, who may give it, in words."""
+def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bool]]:
+    """For each tool of the agent that can ask for approval, who may give it, in words, and
+    whether that is a gate someone can open (False: nobody may approve it)."""
     found = []
-    for tool in agent.tools.values():
-        rule = tool.requires_approval
-        if rule is False:
-            continue
-        fixed = rule if isinstance(rule, Approval) else Approval() if rule is True else None
-        if fixed is not None and fixed.approvers:
-            allowed: Sequence[str] = fixed.approvers
-            source = "the tool's Approval"
-        elif tool.name in settings.handback_tool_approvers:
-            allowed = settings.handback_tool_approvers[tool.name]
-            source = "HANDBACK_TOOL_APPROVERS"
+    for rule in gate_rules(agent, settings):
+        if rule.anyone:
+            who = "anyone in the channel but the requester (HANDBACK_APPROVERS=anyone)"
+        elif rule.approvers:
+            who = f"{', '.join(rule.approvers)} (from {rule.source})"
         else:
-            allowed, source = settings.handback_approvers, "HANDBACK_APPROVERS"
-        who = (
-            f"{', '.join(allowed)} (from {source})"
-            if allowed
-            else "anyone in the channel (HANDBACK_APPROVERS is empty)"
-        )
+            who = (
+                "nobody: no approver rule is set (HANDBACK_APPROVERS, HANDBACK_TOOL_APPROVERS "
+                "or the tool's Approval(approvers=...)), so `handback run` will not start"
+            )
+        fixed = rule.fixed
         if fixed is None:
             when = "calls its policy picks (the policy may name other approvers per call)"
         else:
@@ -269,8 +277,24 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str]]:
         )
         found.append(
             (
-                tool.name,
+                rule.tool,
                 f"{when}; {who}; {self_rule}, nor anyone who answered a question of the same turn",
+                bool(rule.approvers),
             )
         )
     return found
+
+
+def _variables() -> list[Check]:
+    """A FAIL line for each `HANDBACK_*` variable handback does not read (a typo, or a setting
+    of another version): the bot logs them and ignores them."""
+    return [
+        Check(
+            status="FAIL",
+            name=name,
+            detail=f"not a setting handback reads (did you mean {close}?)"
+            if close
+            else "not a setting handback reads; it is ignored",
+        )
+        for name, close in unknown_variables(os.environ)
+    ]

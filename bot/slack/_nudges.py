@@ -79,9 +79,9 @@ class Nudges:
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
                 detail=(
-                    f"added {', '.join(added)}; may approve: {', '.join(allowed) or 'anyone'}"
+                    f"added {', '.join(added)}; may approve: {', '.join(allowed) or 'nobody'}"
                     if escalation
-                    else f"may approve: {', '.join(allowed) or 'anyone'}"
+                    else f"may approve: {', '.join(allowed) or 'nobody'}"
                 ),
             )
         )
@@ -95,7 +95,7 @@ class Nudges:
 
     async def _remind(self, record: InteractionRecord, allowed: Sequence[str]) -> None:
         tool = _tool(record)
-        who = blocks.approver_mentions(allowed)
+        who = blocks.approver_mentions([entry for entry in allowed if entry != blocks.ANYONE])
         text = (
             f":bell: Reminder: the request to run {tool} still waits for approval. {who}, "
             "can one of you take a look?"
@@ -111,12 +111,12 @@ class Nudges:
         newcomers = blocks.approver_mentions(added)
         await self._tell(
             record,
-            f":arrow_up: Nobody has approved the request to run {tool} yet, so it is escalated: "
+            f":arrow_up: {_approved_so_far(record, tool)}, so it is escalated: "
             f"{newcomers} may approve it now too.",
             added,
         )
         if record.channel and record.message_ts:
-            who = blocks.approver_mentions(allowed) or "anyone here"
+            who = blocks.approver_mentions(allowed) or "nobody (no approver rule is set)"
             card = blocks.with_note(
                 blocks.render_card(record, approvers=allowed),
                 f":arrow_up: Escalated. Who may approve now: {who}",
@@ -157,3 +157,17 @@ def _escalated_to(record: InteractionRecord) -> tuple[str, ...]:
     except CorruptRecordError:
         return ()
     return () if rule is None else tuple(rule.escalate_to)
+
+
+def _approved_so_far(record: InteractionRecord, tool: str) -> str:
+    """How far the request's approval got, in words: "Nobody has approved the request to run
+    `deploy` yet" or, under a two-person rule, "1 of 2 approvals so far (<@U…>) for ..."."""
+    if not record.votes:
+        return f"Nobody has approved the request to run {tool} yet"
+    try:
+        rule = approval_of(record)
+    except CorruptRecordError:
+        rule = None
+    needed = rule.count if rule is not None else len(record.votes) + 1
+    who = blocks.approver_mentions([vote.user for vote in record.votes])
+    return f"{len(record.votes)} of {needed} approvals so far ({who}) for the request to run {tool}"

@@ -2,9 +2,10 @@
 
 Questions are open to anyone in the channel unless `HANDBACK_ANSWERERS` narrows them; approvals
 follow the list the tool's `Approval` names, else the tool's own list in
-`HANDBACK_TOOL_APPROVERS`, else `HANDBACK_APPROVERS`. An empty list
-means anyone in the channel, except that the person who asked may not approve their own request
-(they may always deny it: withdrawing a request is never a risk). A user group that cannot be
+`HANDBACK_TOOL_APPROVERS`, else `HANDBACK_APPROVERS`. With no list at all nobody may approve
+(gates fail closed); the list `anyone` (`blocks.ANYONE`) lets anyone in the channel approve,
+except that the person who asked may not approve their own request (they may always deny it:
+withdrawing a request is never a risk). A user group that cannot be
 read grants nothing, and the person is told why.
 
 Everyone who shaped the turn that asks for an approval counts as a requester of it
@@ -28,6 +29,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from blocks import ANYONE
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from .._errors import HandbackError
@@ -133,7 +135,7 @@ class AnswerPolicy:
     """The rules; `refusal()` returns why a person may not answer, or None when they may."""
 
     approvers: tuple[str, ...] = ()
-    """Users (U…/W…) and user groups (S…) who may approve; empty means anyone."""
+    """Users (U…/W…) and user groups (S…) who may approve, or `(ANYONE,)`; empty: nobody."""
     tool_approvers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per tool name, replacing `approvers` for that tool."""
     answerers: tuple[str, ...] = ()
@@ -158,10 +160,10 @@ class AnswerPolicy:
         return None
 
     def approvers_of(self, record: InteractionRecord) -> tuple[str, ...]:
-        """Who may approve `record` (empty: anyone): the rule's list when it names one, else
-        the tool's list from the environment, else `approvers`; and, once the store says the
-        request escalated (`escalated_at`), the rule's `escalate_to` as well. Raises
-        `CorruptRecordError` for a rule that does not read back."""
+        """Who may approve `record` (empty: nobody; `(ANYONE,)`: anyone): the rule's list when
+        it names one, else the tool's list from the environment, else `approvers`; and, once
+        the store says the request escalated (`escalated_at`), the rule's `escalate_to` as
+        well. Raises `CorruptRecordError` for a rule that does not read back."""
         rule = approval_of(record)
         if rule is not None and rule.approvers:
             allowed = tuple(rule.approvers)
@@ -169,7 +171,7 @@ class AnswerPolicy:
             tool = str(record.payload.get("tool", ""))
             allowed = self.tool_approvers.get(tool, self.approvers)
         # Before the escalation (or for a record whose rule escalates to nobody) the list stays
-        # as it is; an empty list already lets anyone approve, so adding to it would narrow it.
+        # as it is; `anyone` already lets everyone approve, so adding to it changes nothing.
         if allowed and rule is not None and record.escalated_at is not None:
             allowed += tuple(entry for entry in rule.escalate_to if entry not in allowed)
         return allowed
@@ -202,7 +204,9 @@ class AnswerPolicy:
     ) -> str | None:
         try:
             allowed = self.approvers_of(record)
-            if allowed and not await _is_member(user, allowed, members):
+            if not allowed:
+                return "no approver rule is set for it"
+            if not await _may_approve(user, allowed, members):
                 return "no longer on the approvers list"
         except CorruptRecordError:
             return "its approval rule cannot be read"
@@ -240,9 +244,16 @@ class AnswerPolicy:
                 "You answered a question or sent a message in the conversation that led to "
                 "this request, so someone else has to approve it."
             )
+        if not allowed:
+            log.error("refusing an approval of %s: no approver rule", record.interaction_id)
+            return (
+                f"Nobody may approve `{tool}` yet: no approver rule is set for it. Whoever runs "
+                "handback sets HANDBACK_APPROVERS, HANDBACK_TOOL_APPROVERS or the tool's "
+                "Approval(approvers=...)."
+            )
         # The list applies to the requester too: `allow_self_approval` only relaxes "not the
         # requester", it never lets someone who is not an approver approve anything.
-        if allowed and not await _is_member(user, allowed, members):
+        if not await _may_approve(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."
         return None
 
@@ -251,6 +262,12 @@ def _approves(answer: object) -> bool:
     if isinstance(answer, dict):
         return answer.get("approved") is True
     return answer is True
+
+
+async def _may_approve(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:
+    """Whether the list `allowed` lets `user` approve: `anyone` does; else they must be on it."""
+    allowed = tuple(allowed)
+    return ANYONE in allowed or await _is_member(user, allowed, members)
 
 
 async def _is_member(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:

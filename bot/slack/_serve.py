@@ -18,9 +18,10 @@ from state import open_store
 from .. import Agent
 from .._model import OpenAIModel
 from ._app import Role, SlackBot, make_client
+from ._gates import check_gates
 from ._settings import ConfigError, Settings
 
-__all__ = ["check_agent", "check_tokens", "serve"]
+__all__ = ["check_agent", "check_model", "check_tokens", "serve"]
 
 log = logging.getLogger("handback.slack")
 
@@ -38,7 +39,14 @@ _REFUSED = frozenset(
 
 
 def check_agent(agent: Agent, settings: Settings) -> None:
-    """Configuration the agent itself needs, checked before anything connects."""
+    """Configuration the agent itself needs, checked before anything connects: its model's
+    key, and an approver rule for every gated tool (`check_gates`)."""
+    check_model(agent, settings)
+    check_gates(agent, settings)
+
+
+def check_model(agent: Agent, settings: Settings) -> None:
+    """What the agent's model needs from the environment (the OpenAI key)."""
     if isinstance(agent.model, OpenAIModel) and settings.openai_api_key is None:
         raise ConfigError(
             f"OPENAI_API_KEY is missing (agent `{agent.name}` uses model "

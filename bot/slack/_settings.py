@@ -6,19 +6,35 @@ message is one line naming the environment variable, so start-up never ends in a
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
+import os
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from blocks import ANYONE
 from state import THREAD_LEASE_TTL
 
 from .._errors import HandbackError
 from ._worker import WORK_LEASE
 
-__all__ = ["ConfigError", "LogFormat", "LogLevel", "Settings", "load_settings"]
+__all__ = [
+    "ANYONE",
+    "ConfigError",
+    "LogFormat",
+    "LogLevel",
+    "Settings",
+    "load_settings",
+    "unknown_variables",
+]
+
+log = logging.getLogger("handback.slack")
+
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 SlackUi = Literal["auto", "agent", "classic"]
@@ -80,7 +96,8 @@ class Settings(BaseSettings):
     """`redis://…` or `sqlite:///path` (relative to the working directory; four slashes for an
     absolute path)."""
     handback_approvers: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Who may approve tool calls: user ids and/or user-group ids; empty means anyone."""
+    """Who may approve tool calls: user ids and/or user-group ids, or `anyone` (anyone in the
+    channel but the requester). Empty: nobody, unless the tool's own rule names approvers."""
     handback_tool_approvers: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
     """Per-tool approvers as JSON, e.g. `{"deploy": ["S0OPS"]}`; replaces the general list."""
     handback_answerers: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -150,7 +167,15 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("handback_approvers", "handback_answerers", mode="before")
+    @field_validator("handback_approvers", mode="before")
+    @classmethod
+    def _approver_ids(cls, value: Any) -> list[str]:
+        words = value.replace(",", " ").split() if isinstance(value, str) else value
+        if isinstance(words, list | tuple) and [str(w).lower() for w in words] == [ANYONE]:
+            return [ANYONE]
+        return _split_ids(value, "the list")
+
+    @field_validator("handback_answerers", mode="before")
     @classmethod
     def _ids(cls, value: Any) -> list[str]:
         return _split_ids(value, "the list")
@@ -210,14 +235,70 @@ class Settings(BaseSettings):
         return None if isinstance(value, str) and not value.strip() else value
 
     @property
+    def approvers_anyone(self) -> bool:
+        """Whether `HANDBACK_APPROVERS=anyone` was chosen."""
+        return self.handback_approvers == [ANYONE]
+
+    @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+
+TEST_VARIABLES = frozenset(
+    {
+        "HANDBACK_TEST_REDIS",
+        "HANDBACK_TEST_REDIS_ERROR",
+        "HANDBACK_TEST_CHROMIUM",
+        "HANDBACK_FUZZ_EXAMPLES",
+        "HANDBACK_BENCH_CODE",
+        "HANDBACK_BENCH_CACHE",
+    }
+)
+"""`HANDBACK_*` variables the test suite and the benchmarks read: known, so never "unknown"."""
+
+REMOVED: dict[str, str] = {}
+"""Settings that no longer exist -> what replaces them, said in the error that stops start-up."""
+
+OTHER_VARIABLES = frozenset({"HANDBACK_MODEL"})
+"""Read by the built-in chat-ops agent (`bot.chatops`), not by the app."""
+
+
+def _known() -> frozenset[str]:
+    fields = {name.upper() for name in Settings.model_fields if name.startswith("handback_")}
+    return frozenset(fields | TEST_VARIABLES | OTHER_VARIABLES)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """`HANDBACK_*` variables in `environ` that handback does not read, each with the known name
+    it is probably a typo of (or None). Removed settings are reported by `load_settings`."""
+    known = _known()
+    found = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("HANDBACK_") or upper in known or upper in REMOVED:
+            continue
+        close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.85)
+        found.append((name, close[0] if close else None))
+    return found
+
+
+def _check_variables(environ: Mapping[str, str]) -> None:
+    for name in sorted(environ):
+        if name.upper() in REMOVED:
+            raise ConfigError(f"{name} was removed: {REMOVED[name.upper()]}")
+    for name, close in unknown_variables(environ):
+        if close is not None:
+            raise ConfigError(f"{name} is not a setting: did you mean {close}?")
+        log.warning("%s is not a setting handback reads; it is ignored", name)
 
 
 def load_settings(*, role: Literal["all", "web", "worker"] = "all", **overrides: Any) -> Settings:
     """Read the settings from the environment; `ConfigError` names what is wrong. A process
     that takes Slack's requests (`role` all or web) needs a way to hear them: the signing
-    secret (HTTP mode) or an app token (Socket Mode); a worker only works the store's inbox."""
+    secret (HTTP mode) or an app token (Socket Mode); a worker only works the store's inbox.
+    A `HANDBACK_*` variable that is a typo of a setting, or a removed one, is an error; any
+    other unknown one is logged."""
+    _check_variables(os.environ)
     try:
         settings = Settings(**overrides)
     except ValidationError as error:

@@ -27,6 +27,8 @@ async def doctor(
         "SLACK_SIGNING_SECRET": slack.signing_secret,
         "SLACK_API_URL": slack.api_url,
         "HANDBACK_STORE": store_url,
+        # A gate nobody can open is a failure of its own (tested below); open it otherwise.
+        "HANDBACK_APPROVERS": "anyone",
         **env,
     }
     process = await asyncio.create_subprocess_exec(
@@ -124,3 +126,27 @@ async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path
     assert code == 0, lines
     assert line(lines, "store").startswith("warn  store: SQLite file")
     assert not path.exists()
+
+
+async def test_a_gate_nobody_can_open_fails_and_anyone_is_named(sqlite_store_url: str) -> None:
+    async with LocalSlack() as slack:
+        shut_code, shut = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="")
+        open_code, opened = await doctor(slack, sqlite_store_url)
+        typo_code, typo = await doctor(slack, sqlite_store_url, HANDBACK_APPROVER="U0BOB")
+        odd_code, odd = await doctor(
+            slack, sqlite_store_url, HANDBACK_WHATEVER="1", HANDBACK_TOOL_APPROVERS='{"x": []}'
+        )
+    assert shut_code == 1
+    assert line(shut, "approvals of `deploy`").startswith("FAIL  approvals of `deploy`: ")
+    assert "nobody: no approver rule is set" in line(shut, "approvals of `deploy`")
+    assert open_code == 0, opened
+    assert "anyone in the channel but the requester (HANDBACK_APPROVERS=anyone)" in line(
+        opened, "approvals of `deploy`"
+    )
+    assert typo_code == 1
+    assert typo == [
+        "FAIL  settings: HANDBACK_APPROVER is not a setting: did you mean HANDBACK_APPROVERS?"
+    ]
+    assert odd_code == 1
+    assert line(odd, "HANDBACK_WHATEVER").startswith("FAIL")
+    assert line(odd, "HANDBACK_TOOL_APPROVERS[x]").startswith("FAIL")

@@ -38,6 +38,8 @@ def bot_env(slack: LocalSlack, store_url: str, port: int) -> dict[str, str]:
         "SLACK_API_URL": slack.api_url,
         "HANDBACK_STORE": store_url,
         "HANDBACK_LOG_LEVEL": "INFO",
+        # Gates are shut without a rule; tests about something else open them explicitly.
+        "HANDBACK_APPROVERS": "anyone",
         # A SIGKILLed bot leaves its threads leased; the next one waits this long, not a minute.
         "HANDBACK_THREAD_LEASE_TTL": "2s",
         "HOST": "127.0.0.1",

@@ -284,6 +284,7 @@ def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
             env={
                 **GOOD,
                 "OPENAI_API_KEY": "k",
+                "HANDBACK_APPROVERS": "U0BOB",
                 "HOST": "127.0.0.1",
                 "PORT": str(port),
                 "HANDBACK_STORE": f"sqlite:///{tmp_path / 'h.db'}",
@@ -323,6 +324,7 @@ def test_a_worker_starts_without_a_signing_secret(tmp_path: Path) -> None:
             **base,
             "SLACK_BOT_TOKEN": "xoxb-1",
             "OPENAI_API_KEY": "k",
+            "HANDBACK_APPROVERS": "anyone",
             "HOST": "127.0.0.1",
             "PORT": str(port),
             "HANDBACK_STORE": f"sqlite:///{tmp_path / 'h.db'}",
@@ -345,6 +347,8 @@ def test_a_worker_starts_without_a_signing_secret(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=60)
+        assert process.stderr is not None
+        process.stderr.close()
 
 
 @pytest.mark.parametrize("name", ["bot.py", "state.py", "blocks/__init__.py"])
@@ -365,3 +369,40 @@ def test_a_local_module_named_like_ours_is_named_in_one_line(tmp_path: Path, nam
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"`{name}`" in done.stderr and "rename it" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "handback: nobody may approve `deploy`: set HANDBACK_APPROVERS"),
+        ({"HANDBACK_TOOL_APPROVERS": '{"restart": ["U0BOB"]}'}, "handback: nobody may approve"),
+        (
+            {"HANDBACK_APPROVERS": "U0BOB", "HANDBACK_TOOL_APPROVERS": '{"deplyo": ["U0BOB"]}'},
+            "handback: HANDBACK_TOOL_APPROVERS names `deplyo`, but agent `chatops` has no tool",
+        ),
+        ({"HANDBACK_APPROVER": "U0BOB"}, "handback: HANDBACK_APPROVER is not a setting: did you"),
+    ],
+)
+def test_a_gate_nobody_can_open_stops_start_up(env: dict[str, str], expected: str) -> None:
+    """Fail closed: with no approver rule for a gated tool, `handback run` does not start."""
+    result = _handback("run", env={**GOOD, "OPENAI_API_KEY": "k", **env})
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(expected), result.stderr
+
+
+def test_anyone_must_be_said_and_typos_are_errors(env: pytest.MonkeyPatch) -> None:
+    assert _settings(env, HANDBACK_APPROVERS="anyone").approvers_anyone
+    assert not _settings(env, HANDBACK_APPROVERS="U0BOB").approvers_anyone
+    env.delenv("HANDBACK_APPROVERS")
+    assert not _settings(env).approvers_anyone and _settings(env).handback_approvers == []
+    with pytest.raises(ConfigError, match="HANDBACK_APPROVERS is invalid"):
+        _settings(env, HANDBACK_APPROVERS="anyone U0BOB")
+    env.delenv("HANDBACK_APPROVERS")
+    env.setenv("HANDBACK_TOOL_APROVERS", "{}")
+    with pytest.raises(ConfigError, match="did you mean HANDBACK_TOOL_APPROVERS"):
+        _settings(env)
+    env.delenv("HANDBACK_TOOL_APROVERS")
+    env.setenv("HANDBACK_SOMETHING_ELSE", "1")  # not close to any setting: logged, not fatal
+    assert _settings(env).port == 3000
