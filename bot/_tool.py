@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import inspect
 import json
+import logging
 import re
 import threading
 import warnings
@@ -14,13 +15,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticSchemaGenerationError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 
 from state import Approval
 
 from ._errors import ApprovalPolicyError, UsageError
 
 __all__ = ["ApprovalRule", "Tool", "as_tool", "mark_pure"]
+
+log = logging.getLogger("handback")
 
 ApprovalRule = (
     bool | Approval | Callable[..., bool | Approval | Awaitable[bool] | Awaitable[Approval]]
@@ -82,7 +92,18 @@ class Tool:
             raise UsageError(
                 f"Tool name {self.name!r} must be 1-64 ASCII letters, digits, `_` or `-`"
             )
+        if inspect.isasyncgenfunction(handler) or inspect.isgeneratorfunction(handler):
+            # Called, it would hand the model `<async_generator object ...>` as its result.
+            raise UsageError(
+                f"Tool `{self.name}` is a generator: a tool returns its result once (return "
+                "the items as a list, or the text)"
+            )
         self.description = description or inspect.getdoc(handler) or ""
+        if not self.description:
+            log.warning(
+                "tool `%s` has no docstring or description: the model sees only its name",
+                self.name,
+            )
         if not isinstance(requires_approval, bool | Approval) and not callable(requires_approval):
             raise UsageError(
                 f"Tool `{self.name}`: requires_approval must be a bool, an Approval or a "
@@ -237,7 +258,19 @@ def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:
         if param.name.startswith("_"):
             # pydantic drops such fields from the schema, so the model could never send them.
             raise UsageError(f"Tool `{name}` parameter `{param.name}` must not start with `_`")
-        annotation = hints.get(param.name, Any)
+        if param.name not in hints:
+            raise UsageError(
+                f"Tool `{name}` parameter `{param.name}` has no type hint: the model is told "
+                "each argument's type (`str`, `int`, a Literal, a pydantic model, ...)"
+            )
+        annotation = hints[param.name]
+        try:
+            TypeAdapter(annotation).json_schema()
+        except (PydanticSchemaGenerationError, TypeError) as exc:
+            raise UsageError(
+                f"Tool `{name}` parameter `{param.name}` has a type the model cannot be told "
+                f"in JSON Schema: {annotation!r} ({type(exc).__name__})"
+            ) from None
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)

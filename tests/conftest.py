@@ -96,6 +96,65 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _OWN_REDIS.stop()
 
 
+SLOW_MODULES = frozenset(
+    {
+        "cli/test_cli_grants.py",
+        "cli/test_cli_views.py",
+        "cli/test_doctor.py",
+        "playground/test_playground_browser.py",
+        "playground/test_playground_dev_command.py",
+        "playground/test_playground_edge.py",
+        "playground/test_playground_first_use.py",
+        "playground/test_playground_page_api.py",
+        "runtime/test_crash_process.py",
+        "runtime/test_runtime_process.py",
+        "slack/test_agent_stop_processes.py",
+        "slack/test_durable_burst.py",
+        "slack/test_durable_call_ids.py",
+        "slack/test_durable_crashes.py",
+        "slack/test_durable_outage.py",
+        "slack/test_durable_workers.py",
+        "slack/test_fuzz.py",
+        "slack/test_slack_process.py",
+        "slack/test_slack_two_processes.py",
+        "slack/test_two_person_crashes.py",
+        "state/test_inbox_processes.py",
+        "state/test_redis_cluster.py",
+        "state/test_state_processes.py",
+    }
+)
+"""Test modules (under tests/) that start processes, a browser or a Redis Cluster, or fuzz:
+`slow`, so `pytest -m quick` leaves them out. A slow test elsewhere says so with the marker."""
+
+SLOW_TESTS = frozenset(
+    {
+        "test_handback_run_processes_fire_each_once_across_a_kill",
+        "test_sweepers_in_separate_processes_fire_each_once",
+        "test_the_audit_log_keeps_exactly_the_newest_cap_entries",
+        "test_runtime_imports_nothing_from_slack",
+        "test_blocks_does_not_import_bot",
+        "test_version",
+    }
+)
+"""Single tests (by function name) that start a process in an otherwise quick module."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow` for what starts processes, browsers or a cluster (`SLOW_MODULES`, `SLOW_TESTS`,
+    a `cluster` store parameter); `quick` for every test that is none of slow, browser, fuzz
+    or peers: `pytest -m quick` is the subset to run while working (about two minutes)."""
+    root = Path(__file__).parent
+    for item in items:
+        module = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        function = getattr(item, "originalname", item.name)
+        callspec = getattr(item, "callspec", None)
+        clustered = callspec is not None and "cluster" in callspec.id.split("-")
+        if module in SLOW_MODULES or function in SLOW_TESTS or clustered:
+            item.add_marker(pytest.mark.slow)
+        if not any(item.get_closest_marker(name) for name in ("slow", "browser", "fuzz", "peers")):
+            item.add_marker(pytest.mark.quick)
+
+
 def redis_url_for_tests() -> str:
     """The Redis the tests use (the session's own unless `HANDBACK_TEST_REDIS` is set)."""
     return os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:0/0")

@@ -134,6 +134,7 @@ async def _trips(url: str, slack: LocalSlack, agent: Agent, step: Step) -> Count
         slack_signing_secret=slack.signing_secret,
         slack_api_url=slack.api_url,
         handback_store=url,
+        handback_approvers="anyone",
     )
     async with (
         counted_store(url) as trips,

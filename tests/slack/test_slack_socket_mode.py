@@ -28,6 +28,7 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
         slack_app_token=slack.app_token,
         slack_api_url=slack.api_url,
         handback_store=store_url,
+        handback_approvers="anyone",
     )
     assert settings.socket_mode and settings.slack_signing_secret is None
     slack.delivery = "socket"

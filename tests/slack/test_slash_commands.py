@@ -166,6 +166,7 @@ async def test_a_command_over_socket_mode(slack: LocalSlack, store_url: str) -> 
         slack_app_token=slack.app_token,
         slack_api_url=slack.api_url,
         handback_store=store_url,
+        handback_approvers="anyone",
     )
     slack.delivery = "socket"
     stop = asyncio.Event()
