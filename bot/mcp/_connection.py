@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 from mcp.client import Client, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -156,6 +157,7 @@ class Connection:
 
         def end() -> None:
             self._dead = True
+            self._up.clear()
             ended.set()
             self._wake.set()
 
@@ -169,22 +171,23 @@ class Connection:
             )
             await stack.enter_async_context(client)
             self._dead = False
+            group = await stack.enter_async_context(anyio.create_task_group())
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                # Subscribed before the first list, so no change between the two is missed.
+                await group.start(self._listen, client)
             tools = await _all_tools(client)
             self.on_tools(tools)
             self.client = client
             self._up.set()
             self._tried.set()
             log.info("MCP server %s connected: %d tools", self.server, len(tools))
-            async with anyio.create_task_group() as group:
-                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    group.start_soon(self._listen, client)
-                while not self._stopping.is_set() and not ended.is_set():
-                    await self._wake.wait()
-                    self._wake.clear()
-                    if self._refresh and not ended.is_set():
-                        self._refresh = False
-                        await self._list_again(client)
-                group.cancel_scope.cancel()
+            while not self._stopping.is_set() and not ended.is_set():
+                await self._wake.wait()
+                self._wake.clear()
+                if self._refresh and not ended.is_set():
+                    self._refresh = False
+                    await self._list_again(client)
+            group.cancel_scope.cancel()
             if ended.is_set() and not self._stopping.is_set():
                 log.warning("MCP server %s: the connection ended", self.server)
 
@@ -201,14 +204,20 @@ class Connection:
         self.on_tools(tools)
         log.info("MCP server %s: tool list changed: %d tools", self.server, len(tools))
 
-    async def _listen(self, client: Client) -> None:
-        """The current protocol's way to hear that the tool list changed: a subscription."""
+    async def _listen(
+        self, client: Client, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The current protocol's way to hear that the tool list changed: a subscription.
+        Reports started once the server acknowledged it (or refused it)."""
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
                 async for _event in subscription:
                     self._refresh = True
                     self._wake.set()
         except Exception as exc:
+            with contextlib.suppress(RuntimeError):  # already reported started
+                task_status.started()
             log.warning(
                 "MCP server %s: no tool-list subscription: %s",
                 self.server,

@@ -58,6 +58,7 @@ class MCPServer(Toolset):
         redact: Sequence[str] = (),
         idempotent: Sequence[str] = (),
         timeout: float | None = None,
+        start_timeout: float = 60.0,
         connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
         backoff: Backoff | None = None,
@@ -96,8 +97,13 @@ class MCPServer(Toolset):
         self.redact = frozenset(k.lower() for k in redact)
         self.idempotent = _names(name, "idempotent", idempotent)
         self.timeout = timeout
+        self.start_timeout = start_timeout
+        """Seconds `open()` waits for the first connection (a server may be slow to start)."""
         self.connect_timeout = connect_timeout
+        """Seconds a call waits for a server that is being restarted before it is told the
+        server is not reachable."""
         self.close_timeout = close_timeout
+        """Seconds `aclose()` gives the session to close before it is cancelled."""
         self._backoff = backoff or Backoff()
         self._tools: dict[str, MCPTool] = {}
         self._secrets: list[str] = []
@@ -145,7 +151,7 @@ class MCPServer(Toolset):
                 on_tools=self._offer,
                 hide=self._hide,
             )
-        await self._connection.start(wait=self.connect_timeout)
+        await self._connection.start(wait=self.start_timeout)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -160,6 +166,11 @@ class MCPServer(Toolset):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    @property
+    def reachable(self) -> bool:
+        """Whether a session is open now (a call would be sent at once)."""
+        return self._connection is not None and not self._connection.dead
 
     @property
     def restarts(self) -> int:
