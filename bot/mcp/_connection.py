@@ -218,7 +218,7 @@ class Connection:
         except Exception as exc:
             with contextlib.suppress(RuntimeError):  # already reported started
                 task_status.started()
-            log.warning(
+            log.info(
                 "MCP server %s: no tool-list subscription: %s",
                 self.server,
                 self.hide(_describe(exc)),

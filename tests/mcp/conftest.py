@@ -21,8 +21,6 @@ from bot.mcp import Backoff, MCPServer
 
 OPS_SERVER = str(Path(__file__).with_name("ops_server.py"))
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass
 class Ops:
@@ -54,9 +52,13 @@ class Ops:
         return pid
 
 
+def ops_in(directory: Path) -> Ops:
+    return Ops(log=directory / "ops.log", pid=directory / "ops.pid", refuse=directory / "refuse")
+
+
 @pytest.fixture
 def ops(tmp_path: Path) -> Ops:
-    return Ops(log=tmp_path / "ops.log", pid=tmp_path / "ops.pid", refuse=tmp_path / "refuse")
+    return ops_in(tmp_path)
 
 
 def _free_port() -> int:

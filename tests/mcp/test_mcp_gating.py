@@ -17,6 +17,8 @@ from state import Store, open_store
 from ..runtime.conftest import events_of, script
 from .conftest import Ops
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:

@@ -16,6 +16,8 @@ from bot.testing import FunctionModel
 
 from .conftest import Ops
 
+pytestmark = pytest.mark.slow
+
 
 def _tool(server: MCPServer, name: str) -> MCPTool:
     [tool] = [t for t in server.tools() if t.name == name]
