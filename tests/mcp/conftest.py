@@ -3,6 +3,7 @@ HTTP, its calls counted on its side (one JSON line per call in `OPS_LOG`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,14 @@ def ops_in(directory: Path) -> Ops:
 @pytest.fixture
 def ops(tmp_path: Path) -> Ops:
     return ops_in(tmp_path)
+
+
+async def until(condition: Callable[[], object], seconds: float = 20.0) -> None:
+    """Wait for something another process does (a server restarting, a call logged); bounded."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 def _free_port() -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("ops")
 
@@ -70,6 +71,18 @@ async def grow(ctx: Context) -> str:
     server.add_tool(extra, annotations=ToolAnnotations(read_only_hint=True))
     await ctx.notify_tools_changed()
     return "grown"
+
+
+class Confirm(BaseModel):
+    ok: bool
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Asks the user to confirm before it does anything (elicitation)."""
+    answer = await ctx.elicit("Really?", Confirm)
+    _record("ask", {"action": answer.action})
+    return f"answer: {answer.action}"
 
 
 def main() -> None:

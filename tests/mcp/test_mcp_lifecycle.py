@@ -14,7 +14,7 @@ from bot import Agent
 from bot.mcp import MCPServer, MCPTool
 from bot.testing import FunctionModel
 
-from .conftest import Ops
+from .conftest import Ops, until
 
 pytestmark = pytest.mark.slow
 
@@ -22,14 +22,6 @@ pytestmark = pytest.mark.slow
 def _tool(server: MCPServer, name: str) -> MCPTool:
     [tool] = [t for t in server.tools() if t.name == name]
     return tool
-
-
-async def _until(condition: object, seconds: float = 20.0) -> None:
-    """Wait for something another process does (a server restarting); bounded."""
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
@@ -51,7 +43,7 @@ async def test_a_server_killed_mid_call_is_reported_interrupted_then_restarted(
     async with ops.stdio(approvals={"*": False}, connect_timeout=60.0) as server:
         first = int(ops.pid.read_text())
         call = asyncio.create_task(_tool(server, "ops_hang").invoke({}))
-        await _until(lambda: ops.calls("hang"))
+        await until(lambda: ops.calls("hang"))
         ops.kill()
         result = await asyncio.wait_for(call, 30)
         assert result == (
@@ -70,7 +62,7 @@ async def test_a_call_while_the_server_cannot_start_is_certainly_not_run(ops: Op
         status = _tool(server, "ops_status")
         ops.refuse.touch()
         ops.kill()
-        await _until(lambda: not server.reachable)
+        await until(lambda: not server.reachable)
         began = time.monotonic()
         result = await status.invoke({"service": "api"})
         assert result == "Error: the ops server is not reachable; `status` was certainly not run."
@@ -86,7 +78,7 @@ async def test_the_tool_list_is_read_again_when_the_server_says_it_changed(ops: 
         agent = Agent(name="ops", model=FunctionModel(lambda _: "ok"), tools=[server])
         assert "ops_extra" not in agent.tools
         assert await _tool(server, "ops_grow").invoke({}) == "grown"
-        await _until(lambda: "ops_extra" in agent.tools)
+        await until(lambda: "ops_extra" in agent.tools)
         assert await agent.tools["ops_extra"].invoke({}) == "extra"
 
 
@@ -95,12 +87,12 @@ async def test_closing_ends_the_server_within_the_grace_even_with_a_call_open(op
     await server.open()
     pid = int(ops.pid.read_text())
     call = asyncio.create_task(_tool(server, "ops_hang").invoke({}))
-    await _until(lambda: ops.calls("hang"))
+    await until(lambda: ops.calls("hang"))
     began = time.monotonic()
     await server.aclose()
     assert time.monotonic() - began < 8
     assert (await asyncio.wait_for(call, 10)).startswith("Interrupted:")
-    await _until(lambda: not _alive(pid))
+    await until(lambda: not _alive(pid))
     assert server.tools() == []
     with pytest.raises(Exception, match="was closed"):
         await server.open()
