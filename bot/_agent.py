@@ -75,6 +75,7 @@ class Agent:
                 self.commands[tool.command] = tool
         self._owned = AsyncExitStack()
         self._store_lock = asyncio.Lock()
+        self._hidden: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)!r})"
@@ -89,12 +90,14 @@ class Agent:
         for toolset in self.toolsets:
             for tool in toolset.tools():
                 if tool.name in tools:
-                    log.warning(
-                        "agent %s: tool %s of %s is hidden by a tool of that name",
-                        self.name,
-                        tool.name,
-                        toolset.name,
-                    )
+                    if (toolset.name, tool.name) not in self._hidden:  # said once, not per step
+                        self._hidden.add((toolset.name, tool.name))
+                        log.warning(
+                            "agent %s: tool %s of %s is hidden by a tool of that name",
+                            self.name,
+                            tool.name,
+                            toolset.name,
+                        )
                     continue
                 tools[tool.name] = tool
         return tools
