@@ -20,6 +20,7 @@ from state import Approval, StoreError, check_store, missing_sqlite_file, open_s
 
 from .. import Agent
 from .._model import OpenAIModel
+from .._toolset import Toolset
 from ._app import make_client
 from ._manifest import BOT_SCOPES
 from ._serve import check_agent
@@ -50,11 +51,24 @@ async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
         client.session = session
         checks += await _slack(client, settings)
         checks += await _people(client, settings)
-    checks += [
-        Check(status="ok", name=f"approvals of `{tool}`", detail=who)
-        for tool, who in who_may_approve(settings, agent)
-    ]
+    # The toolsets (MCP servers) are started, so their tools and rules can be listed.
+    async with agent.toolsets_open():
+        checks += [_toolset(toolset) for toolset in agent.toolsets]
+        checks += [
+            Check(status="ok", name=f"approvals of `{tool}`", detail=who)
+            for tool, who in who_may_approve(settings, agent)
+        ]
     return checks
+
+
+def _toolset(toolset: Toolset) -> Check:
+    name = f"tools of `{toolset.name}`"
+    tools = toolset.tools()
+    if not tools:
+        return Check(
+            status="FAIL", name=name, detail="none: the server did not start or lists none"
+        )
+    return Check(status="ok", name=name, detail=", ".join(tool.name for tool in tools))
 
 
 def _mode(settings: Settings) -> Check:
@@ -267,10 +281,13 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str]]:
             if settings.handback_allow_self_approval and (fixed is None or fixed.count == 1)
             else "never the requester"
         )
+        gated = tool.approval_context().get("gated_because")
+        why = f" (gated: {gated})" if gated else ""
         found.append(
             (
                 tool.name,
-                f"{when}; {who}; {self_rule}, nor anyone who answered a question of the same turn",
+                f"{when}{why}; {who}; {self_rule}, nor anyone who answered a question of the "
+                "same turn",
             )
         )
     return found

@@ -124,3 +124,23 @@ async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path
     assert code == 0, lines
     assert line(lines, "store").startswith("warn  store: SQLite file")
     assert not path.exists()
+
+
+async def test_doctor_starts_each_mcp_server_and_lists_its_tools_and_rules(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            sqlite_store_url,
+            agent="tests.slack.mcp_agent:agent",
+            OPS_LOG=str(tmp_path / "ops.log"),
+            OPS_PID=str(tmp_path / "ops.pid"),
+        )
+    assert code == 0, lines
+    tools = line(lines, "tools of `ops`")
+    assert tools.startswith("ok") and "ops_status" in tools and "ops_deploy" in tools
+    assert "(gated: destructive)" in line(lines, "approvals of `ops_deploy`")
+    assert "(gated: no annotations)" in line(lines, "approvals of `ops_restart`")
+    assert not any("approvals of `ops_status`" in entry for entry in lines)  # read-only, trusted
+    assert not any("approvals of `ops_hang`" in entry for entry in lines)  # approvals={hang: False}
