@@ -184,3 +184,16 @@ async def test_a_server_over_streamable_http_is_gated_alike(
         )
     assert done.output == "done: api is <b>healthy</b> & running | deployed api 3"
     assert [c["tool"] for c in ops.calls()] == ["status", "deploy"]
+
+
+async def test_redacted_arguments_are_hidden_on_the_card_but_sent_to_the_server(
+    ops: Ops, store: Store
+) -> None:
+    async with ops.stdio(redact=["version"], trust_annotations=True) as server:
+        agent = _agent(store, server, _call("ops_deploy", service="api", version="s3cr3t-2.4"))
+        run = agent("deploy")
+        [asked], _, _ = await events_of(run)
+        assert asked.payload["arguments"] == {"service": "api", "version": "[redacted]"}
+        assert "s3cr3t-2.4" not in str(asked.payload)
+        await events_of(agent(parent_id=run.run_id, resume={asked.interaction_id: True}))
+    assert ops.calls("deploy")[0]["arguments"]["version"] == "s3cr3t-2.4"
