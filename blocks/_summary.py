@@ -69,7 +69,18 @@ def main_text(record: InteractionRecord) -> tuple[str | None, str | None]:
 
 def _approval_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
     tool = to_display(record.payload.get("tool", "?"))
-    lines = f"*Tool:* {inline_code(tool, _TOOL_LIMIT)}\n*Requested by:* {mention(record.requester)}"
+    lines = f"*Tool:* {inline_code(tool, _TOOL_LIMIT)}"
+    # An MCP server's tool: which server, its own name there, and why it waits for approval.
+    server, remote = record.payload.get("server"), record.payload.get("server_tool")
+    if isinstance(server, str) and isinstance(remote, str):
+        lines += (
+            f"\n*MCP server:* {inline_code(to_display(server), _TOOL_LIMIT)}"
+            f" (tool {inline_code(to_display(remote), _TOOL_LIMIT)})"
+        )
+    why = record.payload.get("gated_because")
+    if isinstance(why, str):
+        lines += f"\n*Needs approval:* {cut_mrkdwn(to_display(why), 200)}"
+    lines += f"\n*Requested by:* {mention(record.requester)}"
     arguments = record.payload.get("arguments")
     label = "*Arguments:*\n"
     if arguments in (None, {}, []):

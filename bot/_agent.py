@@ -4,9 +4,10 @@ make its runs; a run itself is an `AgentRun` (`bot/_run.py`)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from state import RunRecord, Store, open_store
@@ -17,8 +18,11 @@ from ._model import Model, resolve_model
 from ._nested import AgentTool
 from ._run import AgentRun
 from ._tool import ApprovalRule, Tool, as_tool
+from ._toolset import Toolset
 
 __all__ = ["Agent"]
+
+log = logging.getLogger("handback.agent")
 
 # Caller-chosen run ids become store keys and appear in logs and Slack payloads.
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
@@ -31,7 +35,7 @@ class Agent:
         self,
         name: str,
         model: str | Model,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool | Toolset | Callable[..., Any]] = (),
         system_prompt: str | None = None,
         max_iterations: int = 10,
         store: Store | None = None,
@@ -45,29 +49,74 @@ class Agent:
         self.description = description
         """What the agent does, for the model of an agent that uses this one as a tool."""
         self.model = resolve_model(model)
-        self.tools: dict[str, Tool] = {}
+        self._tools: dict[str, Tool] = {}
+        self.toolsets: list[Toolset] = []
+        """Sources of tools known once open (MCP servers), read again at every step."""
         for item in tools:
+            if isinstance(item, Toolset):
+                if any(t.name == item.name for t in self.toolsets):
+                    raise UsageError(f"Agent `{name}` has two toolsets named `{item.name}`")
+                self.toolsets.append(item)
+                continue
             tool = item.as_tool() if isinstance(item, Agent) else as_tool(item)
-            if tool.name in self.tools:
+            if tool.name in self._tools:
                 raise UsageError(f"Agent `{name}` has two tools named `{tool.name}`")
-            self.tools[tool.name] = tool
+            self._tools[tool.name] = tool
         self.system_prompt = system_prompt
         self.max_iterations = max_iterations
         self.store: Store | None = store
         """Where runs are saved; None opens `HANDBACK_STORE` (default SQLite) on first use."""
         self.commands: dict[str, Tool] = {}
         """The tools people may run as slash commands, by command (`/deploy`)."""
-        for tool in self.tools.values():
+        for tool in self._tools.values():
             if tool.command is not None:
                 if tool.command in self.commands:
                     raise UsageError(f"Agent `{name}` has two tools for `{tool.command}`")
                 self.commands[tool.command] = tool
-        self._tool_specs = [tool.spec() for tool in self.tools.values()]
         self._owned = AsyncExitStack()
         self._store_lock = asyncio.Lock()
+        self._hidden: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)!r})"
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools offered now: the agent's own, then its toolsets' (a toolset tool whose name
+        an own tool holds is left out, with a log line: the own tool is what the code means)."""
+        if not self.toolsets:
+            return self._tools
+        tools = dict(self._tools)
+        for toolset in self.toolsets:
+            for tool in toolset.tools():
+                if tool.name in tools:
+                    if (toolset.name, tool.name) not in self._hidden:  # said once, not per step
+                        self._hidden.add((toolset.name, tool.name))
+                        log.warning(
+                            "agent %s: tool %s of %s is hidden by a tool of that name",
+                            self.name,
+                            tool.name,
+                            toolset.name,
+                        )
+                    continue
+                tools[tool.name] = tool
+        return tools
+
+    @property
+    def _tool_specs(self) -> list[dict[str, Any]]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    @asynccontextmanager
+    async def toolsets_open(self) -> AsyncIterator[None]:
+        """Open the toolsets (MCP sessions) for the body, close them after it, even when it
+        fails or is cancelled."""
+        try:
+            for toolset in self.toolsets:
+                await toolset.open()
+            yield
+        finally:
+            for toolset in reversed(self.toolsets):
+                await toolset.aclose()
 
     def as_tool(
         self, *, description: str | None = None, requires_approval: ApprovalRule = False
@@ -197,12 +246,16 @@ class Agent:
     async def aclose(self) -> None:
         """Close the store this agent opened itself (a store passed in is the caller's) and the
         model's connections on this event loop."""
+        for toolset in reversed(self.toolsets):
+            await toolset.aclose()
         await self._owned.aclose()
         close = getattr(self.model, "aclose", None)  # a model that holds connections has one
         if close is not None:
             await close()
 
     async def __aenter__(self) -> Agent:
+        for toolset in self.toolsets:
+            await toolset.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

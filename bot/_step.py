@@ -184,6 +184,8 @@ class Step:
         shown = {
             "arguments_schema": redact_schema(tool.parameters, tool.redact),
             RULE_KEY: rule.to_json(),
+            # Where the tool lives and why it is gated (an MCP server's tool), for the card.
+            **tool.approval_context(),
         }
         try:
             decision = ready.scope.suspend(payload, "approval", APPROVAL_SCHEMA, unhashed=shown)

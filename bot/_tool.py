@@ -173,6 +173,11 @@ class Tool:
             raise ArgumentsError(problems) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
+    def approval_context(self) -> dict[str, str]:
+        """What an approval card says of the tool besides its name: for an MCP tool its server
+        and why it is gated (`bot.mcp`); nothing for a Python tool."""
+        return {}
+
     async def approval_for(self, arguments: dict[str, Any]) -> Approval | None:
         """The rule this call must be approved under; None when it needs no approval. A policy
         that does not say so plainly fails.

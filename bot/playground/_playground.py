@@ -136,6 +136,8 @@ class Playground:
             handback_answerers=[],
             handback_allow_self_approval=False,
         )
+        # The agent's MCP sessions close after the bot, as in `serve()`.
+        await stack.enter_async_context(agent.toolsets_open())
         self.bot = await stack.enter_async_context(
             SlackBot(agent=agent, store=store, settings=settings)
         )

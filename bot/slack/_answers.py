@@ -634,6 +634,10 @@ class Answers:
     ) -> AnswerClaim:
         now = self.clock()
         edit = self._edit_detail(record, answer)
+        # An MCP tool's approval says on which server and why it was gated, as its card does.
+        gated = record.payload.get("gated_because") if record.kind == "approval" else None
+        server = record.payload.get("server")
+        why = f" [MCP {server}: gated: {gated}]" if isinstance(gated, str) else ""
         entries = [
             AuditEntry(
                 at=now,
@@ -643,7 +647,8 @@ class Answers:
                 user=user,
                 detail=(
                     f"approved {k} of {needed}" if needed > 1 else (edit or _short_json(answer))
-                ),
+                )
+                + why,
             )
             for k in range(1, needed + 1)
         ]

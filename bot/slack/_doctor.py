@@ -22,6 +22,7 @@ from state import StoreError, check_store, missing_sqlite_file, open_store
 
 from .. import Agent
 from .._model import OpenAIModel
+from .._toolset import Toolset
 from ._app import make_client
 from ._gates import gate_rules, unknown_tool_names
 from ._manifest import BOT_SCOPES
@@ -53,20 +54,34 @@ async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
         client.session = session
         checks += await _slack(client, settings)
         checks += await _people(client, settings)
-    checks += [
-        Check(status="ok" if opens else "FAIL", name=f"approvals of `{tool}`", detail=who)
-        for tool, who, opens in who_may_approve(settings, agent)
-    ]
-    checks += [
-        Check(
-            status="FAIL",
-            name=f"HANDBACK_TOOL_APPROVERS[{tool}]",
-            detail=f"agent `{agent.name}` has no tool `{tool}`, so `handback run` will not start",
-        )
-        for tool in unknown_tool_names(agent, settings)
-    ]
+    # The toolsets (MCP servers) are started, so their tools and rules can be listed.
+    async with agent.toolsets_open():
+        checks += [_toolset(toolset) for toolset in agent.toolsets]
+        checks += [
+            Check(status="ok" if opens else "FAIL", name=f"approvals of `{tool}`", detail=who)
+            for tool, who, opens in who_may_approve(settings, agent)
+        ]
+        checks += [
+            Check(
+                status="FAIL",
+                name=f"HANDBACK_TOOL_APPROVERS[{tool}]",
+                detail=f"agent `{agent.name}` has no tool `{tool}`, so `handback run` will not "
+                "start",
+            )
+            for tool in unknown_tool_names(agent, settings)
+        ]
     checks += _variables()
     return checks
+
+
+def _toolset(toolset: Toolset) -> Check:
+    name = f"tools of `{toolset.name}`"
+    tools = toolset.tools()
+    if not tools:
+        return Check(
+            status="FAIL", name=name, detail="none: the server did not start or lists none"
+        )
+    return Check(status="ok", name=name, detail=", ".join(tool.name for tool in tools))
 
 
 def _mode(settings: Settings) -> Check:
@@ -275,10 +290,13 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bo
             if settings.handback_allow_self_approval and (fixed is None or fixed.count == 1)
             else "never the requester"
         )
+        gated = rule.gated_because
+        why = f" (gated: {gated})" if gated else ""
         found.append(
             (
                 rule.tool,
-                f"{when}; {who}; {self_rule}, nor anyone who answered a question of the same turn",
+                f"{when}{why}; {who}; {self_rule}, nor anyone who answered a question of the "
+                "same turn",
                 bool(rule.approvers),
             )
         )

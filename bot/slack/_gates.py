@@ -34,6 +34,8 @@ class GateRule:
     """Where the list comes from, in words: "the tool's Approval", a variable, or "nowhere"."""
     fixed: Approval | None
     """The tool's own rule; None for a policy, which picks a rule per call."""
+    gated_because: str | None = None
+    """Why a tool of a server (MCP) is gated ("destructive", ...), as its card says."""
 
     @property
     def anyone(self) -> bool:
@@ -64,7 +66,16 @@ def gate_rules(agent: Agent, settings: Settings) -> list[GateRule]:
             approvers, source = tuple(settings.handback_approvers), "HANDBACK_APPROVERS"
         else:
             approvers, source = (), "nowhere"
-        rules.append(GateRule(tool=tool.name, approvers=approvers, source=source, fixed=fixed))
+        gated = tool.approval_context().get("gated_because")
+        rules.append(
+            GateRule(
+                tool=tool.name,
+                approvers=approvers,
+                source=source,
+                fixed=fixed,
+                gated_because=str(gated) if gated else None,
+            )
+        )
     return rules
 
 

@@ -91,6 +91,8 @@ async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None
     if settings.slack_app_token is not None:
         await check_tokens(client, settings)
     async with (
+        # MCP sessions first: they close after the bot, whose work may call them in its grace.
+        agent.toolsets_open(),
         open_store(settings.handback_store) as store,
         SlackBot(agent=agent, store=store, settings=settings, client=client, role=role) as bot,
         AsyncExitStack() as extra,

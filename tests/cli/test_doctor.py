@@ -150,3 +150,23 @@ async def test_a_gate_nobody_can_open_fails_and_anyone_is_named(sqlite_store_url
     assert odd_code == 1
     assert line(odd, "HANDBACK_WHATEVER").startswith("FAIL")
     assert line(odd, "HANDBACK_TOOL_APPROVERS[x]").startswith("FAIL")
+
+
+async def test_doctor_starts_each_mcp_server_and_lists_its_tools_and_rules(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            sqlite_store_url,
+            agent="tests.slack.mcp_agent:agent",
+            OPS_LOG=str(tmp_path / "ops.log"),
+            OPS_PID=str(tmp_path / "ops.pid"),
+        )
+    assert code == 0, lines
+    tools = line(lines, "tools of `ops`")
+    assert tools.startswith("ok") and "ops_status" in tools and "ops_deploy" in tools
+    assert "(gated: destructive)" in line(lines, "approvals of `ops_deploy`")
+    assert "(gated: no annotations)" in line(lines, "approvals of `ops_restart`")
+    assert not any("approvals of `ops_status`" in entry for entry in lines)  # read-only, trusted
+    assert not any("approvals of `ops_hang`" in entry for entry in lines)  # approvals={hang: False}

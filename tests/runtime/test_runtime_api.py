@@ -10,7 +10,7 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "name", ["bot", "bot.events", "bot.tools", "bot.testing", "state", "blocks"]
+    "name", ["bot", "bot.events", "bot.mcp", "bot.tools", "bot.testing", "state", "blocks"]
 )
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)
