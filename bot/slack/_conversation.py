@@ -309,6 +309,11 @@ class Conversations:
         ending: list[InteractionRecord] = []
         async with self.turns.turn(thread):
             run_id = claimed or await self.store.get_thread_run(thread.channel, thread.thread_ts)
+            if claimed is None and run_id is not None:
+                # The stopped turn's own run, claimed for the stop when it was cancelled paused.
+                saved = await self.store.load_run(run_id)
+                if saved is not None and saved.resumed_by == stop_child_id(run_id):
+                    claimed = run_id
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
