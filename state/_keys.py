@@ -187,6 +187,11 @@ class RedisKeys:
         """String with a `STOP_TTL`: the last stop pressed in the thread (`ThreadStop` JSON)."""
         return f"{self.namespace}thread-stop:{_thread_id(channel, thread_ts)}"
 
+    def thread_initiator(self, channel: str, thread_ts: str) -> str:
+        """String with a `THREAD_TTL`: who started the thread's latest turn (a user id), written
+        with the lease that turn took (`take_thread(initiator=...)`); who may stop it."""
+        return f"{self.namespace}thread-initiator:{_thread_id(channel, thread_ts)}"
+
     def run_stream(self, run_id: str) -> str:
         """String with a `STREAM_TTL`: the ts of the message a run streams its answer into."""
         return f"{self.namespace}stream:{run_id}"

@@ -225,11 +225,12 @@ class ConversationStore(Protocol):
         """
 
     async def take_thread(
-        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float, initiator: str | None = None
     ) -> ThreadTake:
         """`acquire_thread`, and the thread's stop mark (`thread_stop`) read in the same atomic
         step, whether the lease was won or not: a turn taking its lease learns which stop it
-        starts from without another round trip."""
+        starts from without another round trip. A won lease with `initiator` also records who
+        started the turn (`thread_initiator`, kept as long as the thread's run pointer)."""
 
     async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
         """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""
@@ -239,6 +240,10 @@ class ConversationStore(Protocol):
 
     async def thread_stop(self, channel: str, thread_ts: str) -> ThreadStop | None:
         """The thread's last stop mark, if one is kept."""
+
+    async def thread_initiator(self, channel: str, thread_ts: str) -> str | None:
+        """Who started the thread's latest turn, as the last `take_thread(initiator=...)` that
+        won the lease recorded it; None when none is kept."""
 
     async def set_run_stream(self, run_id: str, ts: str) -> None:
         """Remember the message a run streams into, so a retry of the run can find it."""

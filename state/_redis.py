@@ -282,12 +282,15 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
-# KEYS: the thread's lease, its stop mark. `_ACQUIRE_THREAD`, and the stop mark read with it.
+# KEYS: the thread's lease, its stop mark, its initiator. ARGV: owner, lease ms, initiator (empty:
+# none), initiator TTL. `_ACQUIRE_THREAD`, and the stop mark read with it; a won lease records
+# who started the turn, so a stop is checked against the turn it would end.
 _TAKE_THREAD = """
 local stop = redis.call('GET', KEYS[2])
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return {0, stop} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[3] ~= '' then redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[4]) end
 return {1, stop}
 """
 
@@ -737,14 +740,18 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         return bool(reply)
 
     async def take_thread(
-        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float, initiator: str | None = None
     ) -> ThreadTake:
         millis = lease_millis(owner, ttl)
         stop_key = self._keys.thread_stop(channel, thread_ts)
         held, stop = await self._send(
             self._take_thread(
-                keys=[self._keys.thread_lease(channel, thread_ts), stop_key],
-                args=[owner, millis],
+                keys=[
+                    self._keys.thread_lease(channel, thread_ts),
+                    stop_key,
+                    self._keys.thread_initiator(channel, thread_ts),
+                ],
+                args=[owner, millis, initiator or "", THREAD_TTL],
                 client=self._live(),
             )
         )
@@ -769,6 +776,11 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         key = self._keys.thread_stop(channel, thread_ts)
         value = await self._send(self._live().get(key))
         return None if value is None else decode_stop(value, key=key)
+
+    async def thread_initiator(self, channel: str, thread_ts: str) -> str | None:
+        key = self._keys.thread_initiator(channel, thread_ts)
+        value = await self._send(self._live().get(key))
+        return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
 
     async def set_run_stream(self, run_id: str, ts: str) -> None:
         await self._send(self._live().set(self._keys.run_stream(run_id), ts, ex=STREAM_TTL))

@@ -74,6 +74,12 @@ from ._url import Synchronous, sqlite_options
 
 __all__ = ["SQLiteStore"]
 
+_SET_INITIATOR = """
+INSERT INTO thread_initiators (channel, thread_ts, user, keep_until) VALUES (?, ?, ?, ?)
+ON CONFLICT (channel, thread_ts) DO UPDATE SET
+user = excluded.user, keep_until = excluded.keep_until
+"""
+
 _T = TypeVar("_T")
 
 BUSY_TIMEOUT_MS = 5000
@@ -164,6 +170,15 @@ CREATE TABLE IF NOT EXISTS thread_stops (
 );
 CREATE INDEX IF NOT EXISTS thread_stops_keep_until ON thread_stops (keep_until);
 
+CREATE TABLE IF NOT EXISTS thread_initiators (
+    channel TEXT NOT NULL,
+    thread_ts TEXT NOT NULL,
+    user TEXT NOT NULL,
+    keep_until REAL NOT NULL,
+    PRIMARY KEY (channel, thread_ts)
+);
+CREATE INDEX IF NOT EXISTS thread_initiators_keep_until ON thread_initiators (keep_until);
+
 CREATE TABLE IF NOT EXISTS run_streams (
     run_id TEXT PRIMARY KEY,
     ts TEXT NOT NULL,
@@ -197,6 +212,7 @@ _PRUNED = (
     "threads",
     "thread_leases",
     "thread_stops",
+    "thread_initiators",
     "run_streams",
     "deliveries",
     "home_viewers",
@@ -657,7 +673,7 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         return changed == 1
 
     async def take_thread(
-        self, channel: str, thread_ts: str, *, owner: str, ttl: float
+        self, channel: str, thread_ts: str, *, owner: str, ttl: float, initiator: str | None = None
     ) -> ThreadTake:
         millis = lease_millis(owner, ttl)
         now = time.time()
@@ -665,6 +681,8 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
         def take(conn: sqlite3.Connection) -> tuple[bool, Any]:
             held = conn.execute(_ACQUIRE_THREAD, params).rowcount == 1
+            if held and initiator:
+                conn.execute(_SET_INITIATOR, (channel, thread_ts, initiator, now + THREAD_TTL))
             return held, conn.execute(_SELECT_STOP, (channel, thread_ts, now)).fetchone()
 
         held, row = await self._call(lambda conn: _transaction(conn, partial(take, conn)))
@@ -693,6 +711,17 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         params = (channel, thread_ts, time.time())
         row = await self._call(lambda conn: conn.execute(_SELECT_STOP, params).fetchone())
         return decode_stop_row(row, channel, thread_ts)
+
+    async def thread_initiator(self, channel: str, thread_ts: str) -> str | None:
+        params = (channel, thread_ts, time.time())
+        row = await self._call(
+            lambda conn: conn.execute(
+                "SELECT user FROM thread_initiators"
+                " WHERE channel = ? AND thread_ts = ? AND keep_until > ?",
+                params,
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
 
     async def set_run_stream(self, run_id: str, ts: str) -> None:
         params = (run_id, ts, time.time() + STREAM_TTL)

@@ -47,6 +47,7 @@ from ._home import Home
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
+from ._stops import StopCheck
 from ._tasks import Background
 from ._verify import (
     CheckedSocketModeHandler,
@@ -193,6 +194,9 @@ class SlackBot:
             home=self.home,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
+        self.stops = StopCheck(
+            store=store, chat=self.chat, policy=self.policy, members=members, clock=clock
+        )
         self.dispatch = Dispatch(
             store=store, chat=self.chat, answers=self.answers, conversations=self.conversations
         )
@@ -467,23 +471,39 @@ class SlackBot:
         return None
 
     async def _take_stop(self, body: dict[str, Any]) -> BoltResponse | None:
-        """The stop button: the stop mark goes in the store at once (the process running the
-        turn, whichever it is, looks for it while the turn runs), then the rest of the stop
-        (cards, the session's status, the audit entry) is recorded as work like any event."""
+        """The stop button: checked first (its sender's workspace, and that they started the
+        turn or may answer what it waits on), so a stop that is not theirs writes nothing; then
+        the paused run the thread waits on is claimed for the stop (no answer, grant or
+        recovery resumes it after this) and the stop mark goes in the store (the process
+        running the turn, whichever it is, looks for it while the turn runs); the rest of the
+        stop (cards, the session's status, the audit entry) is recorded as work like any event."""
         stopped = session_stopped(body)
         if stopped is None:
             return None
         event_id = str(body.get("event_id") or "")
+        team = body.get("team_id")
         mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
         try:
-            await asyncio.wait_for(
-                self.store.stop_thread(stopped.channel, stopped.thread_ts, mark),
-                timeout=_RECORD_WAIT,
-            )
+            async with asyncio.timeout(_RECORD_WAIT):
+                decision = await self.stops.decide(
+                    stopped, team=team if isinstance(team, str) else None
+                )
+                if decision.refusal is None:
+                    await self.store.stop_thread(stopped.channel, stopped.thread_ts, mark)
+                else:
+                    await self.stops.refused(stopped, decision)
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a stop: %s", str(error) or "timed out")
             return BoltResponse(status=503, body="not recorded; please retry")
-        item = {"channel": stopped.channel, "thread_ts": stopped.thread_ts, "user": stopped.user}
+        self.tasks.spawn(self.stops.tell(stopped, decision), name="stop-told")
+        if decision.refusal is not None:
+            return None  # Acked, so Slack does not send it again.
+        item = {
+            "channel": stopped.channel,
+            "thread_ts": stopped.thread_ts,
+            "user": stopped.user,
+            "run_id": decision.run_id if decision.claimed else None,
+        }
         if not await self._record("stop", item, dedupe=event_id or None):
             return BoltResponse(status=503, body="not recorded; please retry")
         return None

@@ -199,18 +199,25 @@ class Cards:
             self.home_changed([record])
 
     async def close_for_stop(
-        self, run_id: str, *, user: str, reason: str
+        self, run_id: str, *, user: str, reason: str, answered_too: bool = False
     ) -> list[InteractionRecord]:
+        """Close the run's pending requests as stopped, and their cards; with `answered_too`
+        (the stop claimed the run, so no answer of it will run) the cards of answered ones say
+        so too. Returns the records whose cards now say stopped."""
         closed = []
         for record in await self.store.run_interactions(run_id):
-            if record.status != "pending":
+            if record.status == "answered" and answered_too:
+                shown: InteractionRecord | None = record
+            elif record.status != "pending":
                 continue
-            claim = await self.store.close_interaction(
-                record.interaction_id, status="cancelled", now=self.clock()
-            )
-            if not claim.won or claim.record is None:
+            else:
+                claim = await self.store.close_interaction(
+                    record.interaction_id, status="cancelled", now=self.clock()
+                )
+                shown = claim.record if claim.won else None
+            if shown is None:
                 continue
-            closed.append(claim.record)
+            closed.append(shown)
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
@@ -221,7 +228,5 @@ class Cards:
                     detail=reason,
                 )
             )
-            await self.show_closed(
-                claim.record, note=f":octagonal_sign: This request was {reason}."
-            )
+            await self.show_closed(shown, note=f":octagonal_sign: This request was {reason}.")
         return closed

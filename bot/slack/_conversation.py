@@ -21,8 +21,8 @@ from ._drive import WORKING_REACTION, Driver
 from ._grants import Grants
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
+from ._stops import stop_child_id
 from ._turns import Slot, Thread, ThreadTurns, TurnHold
-from ._worker import derived_run_id
 
 __all__ = ["Conversations"]
 
@@ -100,7 +100,11 @@ class Conversations:
                 turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
             else:
                 hold.take = await self.store.take_thread(
-                    thread.channel, thread.thread_ts, owner=hold.owner, ttl=self.lease_ttl
+                    thread.channel,
+                    thread.thread_ts,
+                    owner=hold.owner,
+                    ttl=self.lease_ttl,
+                    initiator=thread.requester,
                 )
                 turn.stop_before = hold.take.stop
             if await turn.begin(title=title, initiator=thread.requester):
@@ -293,15 +297,23 @@ class Conversations:
         await turn.finish("active")
         return True
 
-    async def stop(self, thread: Thread, *, user: str) -> None:
-        """Someone pressed stop in the thread (`agent_session_stopped`): the turn running there
-        stops by itself (`Driver.drive`); in the thread's turn order this closes any card still
-        open as stopped, ends its run with `Cancel`, and takes the session out of `processing`.
+    async def stop(self, thread: Thread, *, user: str, claimed: str | None = None) -> None:
+        """Someone allowed to pressed stop in the thread (`agent_session_stopped`): the turn
+        running there stops by itself (`Driver.drive`); in the thread's turn order this closes
+        any card still open as stopped, ends its run with `Cancel`, and takes the session out
+        of `processing`. `claimed` is the paused run the stop claimed when it arrived
+        (`StopCheck`): every request of it ends, answered ones too (nothing resumes them now).
         """
         reason = f"stopped by {mention(user)}"
         closed: list[InteractionRecord] = []
+        ending: list[InteractionRecord] = []
         async with self.turns.turn(thread):
-            run_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+            run_id = claimed or await self.store.get_thread_run(thread.channel, thread.thread_ts)
+            if claimed is None and run_id is not None:
+                # The stopped turn's own run, claimed for the stop when it was cancelled paused.
+                saved = await self.store.load_run(run_id)
+                if saved is not None and saved.resumed_by == stop_child_id(run_id):
+                    claimed = run_id
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
@@ -312,17 +324,24 @@ class Conversations:
                 )
             )
             if run_id is not None:
-                closed = await self.cards.close_for_stop(run_id, user=user, reason=reason)
-            if not closed:
+                closed = await self.cards.close_for_stop(
+                    run_id, user=user, reason=reason, answered_too=claimed is not None
+                )
+            # A run the stop claimed is ended whatever its requests say (all answered, expired):
+            # left claimed and paused, the thread could not go on from it.
+            ending = closed
+            if claimed is not None:
+                ending = await self.store.run_interactions(claimed)
+            if not ending:
                 await self.chat.set_status(thread.channel, thread.thread_ts, "active")
-        if run_id is not None and closed:
+        if run_id is not None and ending:
             await self.resume(
                 run_id=run_id,
-                answers={record.interaction_id: Cancel(reason) for record in closed},
+                answers={record.interaction_id: Cancel(reason) for record in ending},
                 thread=Thread(
                     channel=thread.channel,
                     thread_ts=thread.thread_ts,
-                    requester=closed[0].requester,
+                    requester=ending[0].requester,
                 ),
-                child_id=derived_run_id(run_id, "stop"),
+                child_id=stop_child_id(run_id),
             )

@@ -70,7 +70,10 @@ class Dispatch:
             await self._on_modal_answer(body, work)
         elif item.kind == "stop":
             thread = Thread(channel=str(body["channel"]), thread_ts=str(body["thread_ts"]))
-            await self.conversations.stop(thread, user=str(body["user"]))
+            claimed = body.get("run_id")
+            await self.conversations.stop(
+                thread, user=str(body["user"]), claimed=str(claimed) if claimed else None
+            )
         elif item.kind == "command":
             await self._on_command(body, work)
         elif item.kind == "recover":

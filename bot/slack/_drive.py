@@ -16,6 +16,7 @@ from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, Tool
 from ._cards import Cards
 from ._chat import Chat, escape
 from ._session import AgentTurn, mention
+from ._stops import stop_child_id
 from ._turns import Slot, Thread
 
 __all__ = ["STOP_POLL", "WORKING_REACTION", "Driver"]
@@ -80,7 +81,12 @@ class Driver:
         """The run was cancelled by a stop (and saved `cancelled/interrupted`, its open calls
         closed): the thread continues from it, the session leaves `processing`."""
         log.info("run %s in %s/%s stopped by %s", run_id, *_where(thread), stop.user)
-        if await self.store.load_run(run_id) is not None:
+        saved = await self.store.load_run(run_id)
+        if saved is not None:
+            if saved.status == "paused":
+                # It paused before the stop reached it (a grant may have answered it already):
+                # claimed for the stop's `Cancel`, so no grant or recovery resumes it now.
+                await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
         await turn.finish("active")
         await self.chat.post(

@@ -148,8 +148,9 @@ class ThreadTurns:
                 log.debug("thread %s/%s is busy in another process; waiting", channel, thread_ts)
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, LEASE_RETRY_MOST)
+            # Who the turn is for is recorded with its lease: who may stop it (`StopCheck`).
             hold.take = await self.store.take_thread(
-                channel, thread_ts, owner=owner, ttl=self.lease_ttl
+                channel, thread_ts, owner=owner, ttl=self.lease_ttl, initiator=thread.requester
             )
         slot = Slot(
             deferred=deferred,

@@ -153,6 +153,9 @@ class SessionStopped(_Model):
     channel: Annotated[str, Field(min_length=1, max_length=64)]
     thread_ts: Annotated[str, Field(min_length=1, max_length=64)]
     user: Annotated[str, Field(min_length=1, max_length=64)]
+    user_team: str | None = None
+    """The workspace of the person who pressed stop, when Slack says (a shared channel)."""
+    team: str | None = None
     streaming_message_ts: list[str] = []
     event_ts: str | None = None
 

@@ -54,7 +54,7 @@ async def test_a_stop_at_the_web_process_ends_the_turn_in_the_worker(
         await slack.wait_for(lambda: _status(slack, asked.ts) == "processing", timeout=5)
 
         pressed = time.monotonic()
-        assert (await slack.press_stop(BOB, CHANNEL, asked.ts)).status == 200
+        assert (await slack.press_stop(ALICE, CHANNEL, asked.ts)).status == 200
         await slack.wait_for(lambda: _status(slack, asked.ts) == "active", timeout=5)
         took = time.monotonic() - pressed
         assert took < 1.0, f"stopped after {took:.2f}s"
@@ -75,7 +75,7 @@ async def test_a_stop_at_the_web_process_ends_the_turn_in_the_worker(
                 assert run.transcript[-1]["content"] == "Interrupted: the run was stopped."
             assert "stopped" in [e.action for e in await store.recent_audit()]
         texts = [m.text for m in slack.bot_messages(thread_ts=asked.ts)]
-        assert texts[-1] == f"Stopped by <@{BOB}>."
+        assert texts[-1] == f"Stopped by <@{ALICE}>."
         assert _status(slack, asked.ts) == "active"
         assert not [m for m in slack.bot_messages(thread_ts=asked.ts) if m.streaming]
 
@@ -178,7 +178,7 @@ async def test_a_stopped_turn_whose_process_died_is_not_carried_on(
         asked = await slack.post_user_message(ALICE, CHANNEL, "slow api")
         await poll(lambda: marks.count("slow") >= 1, timeout=20, what="slow started")
         await slack.wait_for(lambda: _status(slack, asked.ts) == "processing", timeout=5)
-        await slack.press_stop(BOB, CHANNEL, asked.ts)
+        await slack.press_stop(ALICE, CHANNEL, asked.ts)
         assert await fleet.first_to_exit() is first
 
         [second] = await fleet.start("all")

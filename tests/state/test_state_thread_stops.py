@@ -67,3 +67,20 @@ async def test_a_corrupt_stop_mark_is_reported(store: Store, store_url: str) -> 
         await store.thread_stop("C1", "1.1")
     with pytest.raises(CorruptRecordError, match="thread stop"):
         await store.take_thread("C1", "1.1", owner="a", ttl=30)
+
+
+async def test_a_won_lease_records_who_started_the_turn(store: Store) -> None:
+    """Who may stop a turn is read from what its lease recorded: only a take that wins the
+    lease (with an initiator) writes it; a lost take, or one without, keeps the last one."""
+    assert await store.thread_initiator("C1", "1.1") is None
+    await store.take_thread("C1", "1.1", owner="a", ttl=30, initiator="U1")
+    assert await store.thread_initiator("C1", "1.1") == "U1"
+    await store.take_thread("C1", "1.1", owner="b", ttl=30, initiator="U2")  # lost
+    assert await store.thread_initiator("C1", "1.1") == "U1"
+    await store.take_thread("C1", "1.1", owner="a", ttl=30)  # a refresh says nobody new
+    assert await store.thread_initiator("C1", "1.1") == "U1"
+    await store.release_thread("C1", "1.1", owner="a")
+    await store.take_thread("C1", "1.1", owner="b", ttl=30, initiator="U2")
+    assert await store.thread_initiator("C1", "1.1") == "U2"
+    assert await store.thread_initiator("C1", "1.2") is None
+    assert await store.thread_initiator("C1:1", "1") is None
