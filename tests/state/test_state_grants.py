@@ -30,6 +30,8 @@ def _grant(interaction_id: str = "ix-1", **fields: Any) -> Grant:
         "expires_at": now + 3600,
         "interaction_id": interaction_id,
         "run_id": "run-1",
+        "path": "granter.deploy",
+        "requesters": ("U0ALICE",),
     }
     values.update(fields)
     return Grant(**values)
