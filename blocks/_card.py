@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypedDict
 
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import Approval, CorruptRecordError, InteractionRecord, approval_of
 
 from ._answers import accepts_text_reply
 from ._approvers import ANYONE, approver_mentions, escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
+from ._grant import grant_button_label, grant_terms, grantable
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -181,21 +182,39 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds / 86400, 1):g} d"
 
 
-def _grant_buttons(record: InteractionRecord) -> list[dict[str, Any]]:
-    """ "Approve for this thread (1 h)" and the like, for the scopes the rule offers; none for
-    a rule that cannot be read (the gate refuses every answer to it anyway)."""
+def _grant_rule(record: InteractionRecord) -> Approval | None:
+    """The rule when the card offers standing grants: one approver, scopes offered, and a
+    request a grant can be bound to; None otherwise (also for a rule that cannot be read: the
+    gate refuses every answer to it anyway)."""
     try:
         rule = approval_of(record)
     except CorruptRecordError:
-        return []
-    if rule is None or rule.count != 1:
+        return None
+    if rule is None or rule.count != 1 or not rule.grants or not grantable(record):
+        return None
+    return rule
+
+
+def _grant_buttons(record: InteractionRecord) -> list[dict[str, Any]]:
+    """ "Approve for this thread, for the requester (1 h)" and the like, for the scopes the
+    rule offers."""
+    rule = _grant_rule(record)
+    if rule is None:
         return []
     length = _duration(rule.grant_ttl)
     return [
-        _button(f"Approve for this {scope} ({length})", suffixed(ACTION_GRANT, scope), scope)
+        _button(grant_button_label(scope, length, rule), suffixed(ACTION_GRANT, scope), scope)
         for scope in rule.grants
         if scope != "thread" or record.thread_ts
     ]
+
+
+def _grant_terms(record: InteractionRecord) -> list[dict[str, Any]]:
+    """The line under the buttons saying what a grant covers, when the card offers one."""
+    rule = _grant_rule(record)
+    if rule is None or not _grant_buttons(record):
+        return []
+    return [context(grant_terms(record, rule, _duration(rule.grant_ttl)))]
 
 
 def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
@@ -212,7 +231,7 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
         ]
         progress = progress_line(record)
         shown = [] if progress is None else [section(progress)]
-        return [*shown, _actions(record, "a", buttons)]
+        return [*shown, _actions(record, "a", buttons), *_grant_terms(record)]
     if is_boolean(record):
         yes, no = ("Confirm", "Cancel") if record.kind == "confirm" else ("Yes", "No")
         buttons = [

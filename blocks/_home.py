@@ -1,5 +1,5 @@
-"""The App Home view of one person: what waits on them, what they decided lately, the standing
-grants they gave.
+"""The App Home view of one person: what waits on them, what they decided lately, what ran
+under the standing grants they gave (apart from their own decisions), and those grants.
 
 Each waiting request carries the card's own controls (`_card.controls`: the same block and
 action ids), so a click in Home is the same reference to the same stored interaction as a click
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from state import AuditEntry, Grant, InteractionRecord
+from state import AuditEntry, Grant, InteractionRecord, used_grant
 
 from ._card import controls
 from ._ids import ACTION_MORE, ACTION_REVOKE, block_id, parse_action_id
@@ -32,7 +32,7 @@ __all__ = [
 HOME_BLOCK_LIMIT: Final = 100
 """Slack refuses a Home view of more blocks than this."""
 
-_DECIDED_ROOM: Final = 12
+_DECIDED_ROOM: Final = 14
 _GRANTS_SHOWN: Final = 8
 """Grants listed with their Revoke button: with their header and a "more" line they stay
 within the room kept after the waiting requests."""
@@ -50,6 +50,13 @@ class Decision:
 
     entry: AuditEntry
     record: InteractionRecord | None = None
+
+    @property
+    def under_grant(self) -> bool:
+        """Approved by a standing grant the person gave, not by their own click."""
+        if self.record is not None and used_grant(self.record) is not None:
+            return True
+        return "under standing grant grant_" in self.entry.detail
 
 
 def _thread_link(base_url: str | None, channel: str, ts: str | None) -> str | None:
@@ -96,6 +103,12 @@ def _decision_line(decision: Decision) -> str:
     if record is None:
         what = inline_code(entry.interaction_id or "a request", 80)
         return f"• {what}: {cut_mrkdwn(entry.detail, 120)} · {when}"
+    if decision.under_grant:
+        grant = inline_code(used_grant(record) or "a grant", 40)
+        return (
+            f"• {fallback(record)}, requested by {mention(record.requester)}, "
+            f"under your grant {grant} · {when}"
+        )
     if record.kind == "approval":
         if record.status == "pending":
             # A vote under a two-person rule: counted, and the request still waits for more.
@@ -137,7 +150,20 @@ def grant_blocks(grants: Sequence[Grant]) -> list[dict[str, Any]]:
             "value": grant.grant_id,
             "style": "danger",
         }
-        line = section(f"• {tool} in {where}, until {date_token(grant.expires_at)}")
+        if grant.needs_renewal:
+            # Stored before grants were bound: listed so its giver knows it approves nothing.
+            text = (
+                f"• {tool} in {where}: *needs renewal*, it approves nothing now (given before "
+                "grants were bound to one tool and requester; cards ask instead)"
+            )
+        else:
+            who = ", ".join(mention(user) for user in grant.requesters[:5])
+            more = len(grant.requesters) - 5
+            who += f" and {more} more" if more > 0 else ""
+            text = (
+                f"• {tool} in {where}, for requests by {who}, until {date_token(grant.expires_at)}"
+            )
+        line = section(text)
         blocks.append({**line, "block_id": block_id(grant.grant_id, "revoke"), "accessory": revoke})
     if len(grants) > len(shown):
         more = len(grants) - len(shown)
@@ -174,10 +200,16 @@ def render_home(
     elif left_out:
         blocks.append(context(f"{left_out} more wait on you; their cards are in their threads."))
     blocks.append(header("Recently decided"))
-    if decided:
-        blocks.append(_lines_section([_decision_line(decision) for decision in decided]))
+    own = [decision for decision in decided if not decision.under_grant]
+    granted = [decision for decision in decided if decision.under_grant]
+    if own:
+        blocks.append(_lines_section([_decision_line(decision) for decision in own]))
     else:
         blocks.append(context("You have not answered anything lately."))
+    if granted:
+        # Not the person's own decisions: whoever asked ran them under a grant they gave.
+        blocks.append(header("Run under your standing grants"))
+        blocks.append(_lines_section([_decision_line(decision) for decision in granted]))
     if grants is not None:
         blocks += grant_blocks(grants)
     return {"type": "home", "blocks": blocks[:HOME_BLOCK_LIMIT]}

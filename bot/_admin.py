@@ -87,26 +87,30 @@ async def print_pending(url: str | None, *, limit: int, as_json: bool, out: Text
 
 
 async def print_grants(url: str | None, *, limit: int, as_json: bool, out: TextIO) -> int:
-    """Standing grants in force, the ones ending soonest first."""
+    """Standing grants in force, the ones ending soonest first; those stored before grants
+    were bound to a tool path and requesters are marked as needing renewal (they approve
+    nothing)."""
     async with open_store(url) as store:
         grants = await store.active_grants(now=time.time(), limit=limit)
     if as_json:
         for grant in grants:
-            out.write(json.dumps(asdict(grant)) + "\n")
+            out.write(json.dumps({**asdict(grant), "needs_renewal": grant.needs_renewal}) + "\n")
         return len(grants)
     if not grants:
         out.write("No standing grant is in force.\n")
         return 0
-    rows = [["id", "tool", "scope", "channel", "thread", "given by", "until"]]
+    rows = [["id", "tool", "scope", "channel", "thread", "for", "given by", "until", "state"]]
     rows += [
         [
             g.grant_id,
-            g.tool,
+            g.path or g.tool,
             g.scope,
             g.channel,
             g.thread_ts or "-",
+            ",".join(g.requesters) or "-",
             g.granted_by,
             _when(g.expires_at),
+            "needs renewal" if g.needs_renewal else "in force",
         ]
         for g in grants
     ]

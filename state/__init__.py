@@ -12,7 +12,7 @@ from ._errors import (
     StoreURLError,
     UsageError,
 )
-from ._grant import Grant, GrantClaim, grant_id_for
+from ._grant import Grant, GrantClaim, grant_id_for, used_grant
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import Taker, WorkItem
 from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, THREAD_LEASE_TTL
@@ -111,4 +111,5 @@ __all__ = [
     "resolve_store_url",
     "schema_errors",
     "store_from_url",
+    "used_grant",
 ]

@@ -28,6 +28,8 @@ RULE_KEY: Final = "rule"
 """The payload key of an approval's rule."""
 
 _GRANT_SCOPES: Final = ("thread", "channel")
+_LISTS: Final = ("approvers", "grants", "grant_requesters", "grant_arguments", "escalate_to")
+_USER = re.compile(r"[UW][A-Z0-9]{2,}")
 # Users are U… or W… (Enterprise Grid), user groups S…; Slack ids are upper-case alphanumerics.
 _PRINCIPAL = re.compile(r"[UWS][A-Z0-9]{2,}")
 
@@ -54,6 +56,13 @@ class Approval:
     without a card while the grant lasts. Never with `count` above 1."""
     grant_ttl: float = 3600.0
     """Seconds a grant lasts."""
+    grant_requesters: Sequence[str] = ()
+    """Users (U…/W…) whose requests a grant also covers. A grant always covers the requests of
+    the requester of the request it was given on, and nobody else's unless named here."""
+    grant_arguments: Sequence[str] = ()
+    """Arguments a grant pins: it covers later calls only when each of these has the same value
+    as in the call it was given on (`("environment",)` keeps a staging grant off production).
+    A grant pinning an argument the card shows redacted, or one the call lacks, is not given."""
     remind_after: float | None = None
     """Seconds after which the approvers are reminded, once; None: never."""
     escalate_to: Sequence[str] = ()
@@ -64,7 +73,7 @@ class Approval:
     def __post_init__(self) -> None:
         # Lists are welcome in code (hence `Sequence`); the value keeps tuples, so that it stays
         # hashable and equal to what `approval_of` reads back.
-        for name in ("approvers", "grants", "escalate_to"):
+        for name in _LISTS:
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, Iterable):
                 raise ApprovalRuleError(f"Approval.{name} must be a list, got {value!r}")
@@ -89,6 +98,21 @@ class Approval:
                 raise ApprovalRuleError(
                     f'Approval.grants: {scope!r} is not a grant scope ("thread" or "channel")'
                 )
+        for entry in self.grant_requesters:
+            if not isinstance(entry, str) or not _USER.fullmatch(entry):
+                raise ApprovalRuleError(
+                    f"Approval.grant_requesters: {entry!r} is not a Slack user id (U…, W…)"
+                )
+        for entry in self.grant_arguments:
+            if not isinstance(entry, str) or not entry:
+                raise ApprovalRuleError(
+                    f"Approval.grant_arguments: {entry!r} is not an argument name"
+                )
+        if (self.grant_requesters or self.grant_arguments) and not self.grants:
+            raise ApprovalRuleError(
+                "Approval.grant_requesters and grant_arguments shape standing grants: they "
+                "need grants"
+            )
         if len(set(self.grants)) != len(self.grants):
             raise ApprovalRuleError(f"Approval.grants repeats a scope: {self.grants!r}")
         if self.grants and self.count > 1:
@@ -125,7 +149,7 @@ class Approval:
     def to_json(self) -> dict[str, Any]:
         """The rule as stored in an approval's payload."""
         data = asdict(self)
-        for name in ("approvers", "grants", "escalate_to"):
+        for name in _LISTS:
             data[name] = list(data[name])
         return data
 

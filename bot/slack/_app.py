@@ -163,6 +163,9 @@ class SlackBot:
             members=members,
             lease_ttl=settings.handback_thread_lease_ttl,
         )
+        # A grant is used only if its giver may approve now, read as the resume's re-check
+        # reads it: otherwise the thread is told a call runs that the re-check then withdraws.
+        self.conversations.grants.members = fresh
         nudges = Nudges(store=store, chat=self.chat, policy=self.policy, clock=clock)
         self.sweeper = Sweeper(
             store=store,

@@ -3,18 +3,23 @@ when a later call of that tool there would post a card, revoked by people.
 
 A grant is given with an answer (`{"approved": true, "grant": "thread"}`): the answer is claimed
 first, then the grant is added under an id derived from the interaction, so a work item retried
-after a crash adds the same grant once. A grant is used only through the store's
-`answer_under_grant`, which checks it is still active in the same atomic step as the answer; the
-run then resumes through the settled-run recovery (a `recover` work item), exactly as after a
-crash between an answer and its resume.
+after a crash adds the same grant once. It is bound to what was approved (`Grant.mismatch`): the
+tool's path in the agent tree, the thread or channel, whose requests, the pinned arguments. A
+grant is used only through the store's `answer_under_grant`, which checks it is still active in
+the same atomic step as the answer, and only while its giver may approve that very request (user
+groups read fresh, as the resume's re-check reads them, so the thread is never told a call runs
+under a grant the re-check then withdraws); the run then resumes through the settled-run recovery
+(a `recover` work item), exactly as after a crash between an answer and its resume.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import blocks
 from state import (
@@ -27,12 +32,15 @@ from state import (
     Store,
     approval_of,
     grant_id_for,
+    used_grant,
 )
 
+from .._redact import REDACTED, redact
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupMembers
 
 __all__ = ["Grants", "given_scope", "revoke_grant", "used_grant"]
+# `used_grant` lives in `state` (App Home's rendering reads it too); re-exported for the app.
 
 log = logging.getLogger("handback.slack")
 
@@ -44,7 +52,9 @@ def given_scope(record: InteractionRecord) -> GrantScope | None:
         record.kind != "approval"
         or not isinstance(answer, dict)
         or answer.get("approved") is not True
+        or answer.get("arguments") is not None
     ):
+        # An edited call is not the call the grant would be bound to: no grant with edits.
         return None
     scope = answer.get("grant")
     if scope == "thread":
@@ -52,15 +62,6 @@ def given_scope(record: InteractionRecord) -> GrantScope | None:
     if scope == "channel":
         return "channel"
     return None
-
-
-def used_grant(record: InteractionRecord) -> str | None:
-    """The id of the grant an approval was answered under (`Grants.answer`), if it was."""
-    answer = record.answer
-    if record.kind != "approval" or record.status != "answered" or not isinstance(answer, dict):
-        return None
-    grant_id = answer.get("grant")
-    return grant_id if isinstance(grant_id, str) and grant_id.startswith("grant_") else None
 
 
 def _iso(unix: float) -> str:
@@ -72,6 +73,34 @@ def _iso(unix: float) -> str:
 
 def _where(grant: Grant) -> str:
     return grant.channel if grant.thread_ts is None else f"{grant.channel}/{grant.thread_ts}"
+
+
+def _shown_arguments(record: InteractionRecord) -> str:
+    """The call's arguments for the audit log, secret-looking values masked (the payload holds
+    them redacted by the tool's own list already; this masks by key once more)."""
+    arguments = record.payload.get("arguments")
+    text = json.dumps(redact(arguments), sort_keys=True, default=str)
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+def _pinned(record: InteractionRecord, names: Sequence[str]) -> dict[str, Any] | None:
+    """The values of the arguments a grant pins, from the approved call; None when one is
+    missing or shown redacted (a grant cannot be bound to a value nobody saw)."""
+    arguments = record.payload.get("arguments")
+    if not names:
+        return {}
+    if not isinstance(arguments, dict):
+        return None
+    found = {}
+    for name in names:
+        if (
+            name not in arguments
+            or arguments[name] == REDACTED
+            or redact({name: arguments[name]}) != {name: arguments[name]}
+        ):
+            return None
+        found[name] = arguments[name]
+    return found
 
 
 async def revoke_grant(store: Store, grant_id: str, *, by: str, now: float) -> GrantClaim:
@@ -115,6 +144,14 @@ class Grants:
             return None
         if rule is None or rule.count != 1 or scope not in rule.grants:
             return None
+        pinned = _pinned(record, rule.grant_arguments)
+        if not record.runnable_path or record.requester is None or pinned is None:
+            # Nothing to bind it to: a grant that could cover more than was approved is none.
+            log.error(
+                "not granting on %s: no tool path, requester or pinned argument to bind it to",
+                record.interaction_id,
+            )
+            return None
         grant = Grant(
             grant_id=grant_id_for(record.interaction_id),
             tool=str(record.payload.get("tool", "")),
@@ -126,6 +163,9 @@ class Grants:
             expires_at=record.answered_at + rule.grant_ttl,
             interaction_id=record.interaction_id,
             run_id=record.run_id,
+            path=record.runnable_path,
+            requesters=tuple(dict.fromkeys([record.requester, *rule.grant_requesters])),
+            arguments=pinned,
         )
         entry = AuditEntry(
             at=record.answered_at,
@@ -134,8 +174,10 @@ class Grants:
             run_id=record.run_id,
             user=record.answered_by,
             detail=(
-                f"standing grant {grant.grant_id}: `{grant.tool}` in {_where(grant)} "
-                f"({scope}) until {_iso(grant.expires_at)}"
+                f"standing grant {grant.grant_id}: `{grant.tool}` ({grant.path}) in "
+                f"{_where(grant)} ({scope}) for requests by {', '.join(grant.requesters)}"
+                + (f" with {json.dumps(pinned, sort_keys=True)}" if pinned else "")
+                + f" until {_iso(grant.expires_at)}"
             ),
         )
         try:
@@ -174,7 +216,9 @@ class Grants:
             log.exception("cannot read the grants for %s; posting its card", record.interaction_id)
             return None
         for grant in covering:
-            if grant.scope not in rule.grants or not await self._may_approve(record, grant):
+            why = await self._unusable(record, grant, rule.grants)
+            if why is not None:
+                await self._not_used(record, grant, why, now)
                 continue
             claim = await self.store.answer_under_grant(
                 record.interaction_id,
@@ -182,17 +226,7 @@ class Grants:
                 answer={"approved": True, "grant": grant.grant_id},
                 answered_by=grant.granted_by,
                 now=now,
-                audit=AuditEntry(
-                    at=now,
-                    action="answered",
-                    interaction_id=record.interaction_id,
-                    run_id=record.run_id,
-                    user=grant.granted_by,
-                    detail=(
-                        f"approved `{tool}` under standing grant {grant.grant_id} "
-                        f"({grant.scope}, until {_iso(grant.expires_at)})"
-                    ),
-                ),
+                audit=self._use(record, grant, now),
             )
             if claim.won and claim.record is not None:
                 await self.chat.post(
@@ -206,19 +240,66 @@ class Grants:
             # The grant ended between the look-up and the answer: try the next one.
         return None
 
-    async def _may_approve(self, record: InteractionRecord, grant: Grant) -> bool:
+    def _use(self, record: InteractionRecord, grant: Grant, now: float) -> AuditEntry:
+        """The audit entry of a call approved under `grant`: whose request, what arguments
+        (redacted), which grant and who gave it."""
+        tool = str(record.payload.get("tool", ""))
+        return AuditEntry(
+            at=now,
+            action="answered",
+            interaction_id=record.interaction_id,
+            run_id=record.run_id,
+            user=grant.granted_by,
+            detail=(
+                f"approved `{tool}` ({record.runnable_path}) requested by {record.requester} "
+                f"with arguments {_shown_arguments(record)} under standing grant "
+                f"{grant.grant_id} given by {grant.granted_by} "
+                f"({grant.scope}, until {_iso(grant.expires_at)})"
+            ),
+        )
+
+    async def _not_used(
+        self, record: InteractionRecord, grant: Grant, why: str, now: float
+    ) -> None:
+        """Audit a grant found where a request is asked that does not approve it (the card asks
+        people instead): whose request, which grant, given by whom, and why not."""
+        log.info("not using grant %s on %s: %s", grant.grant_id, record.interaction_id, why)
+        await self.store.audit(
+            AuditEntry(
+                at=now,
+                action="refused",
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+                user=record.requester,
+                detail=(
+                    f"standing grant {grant.grant_id} (`{grant.tool}`, given by "
+                    f"{grant.granted_by}) not used for `{record.payload.get('tool', '')}` "
+                    f"({record.runnable_path}) requested by {record.requester}: {why}; "
+                    "its card asks instead"
+                ),
+            )
+        )
+
+    async def _unusable(
+        self, record: InteractionRecord, grant: Grant, offered: Sequence[str]
+    ) -> str | None:
+        """Why `grant` may not approve `record`, or None when it may."""
+        if grant.scope not in offered:
+            return f"its rule no longer offers {grant.scope} grants"
+        why = grant.mismatch(record)
+        if why is not None:
+            return why
+        return await self._giver_refusal(record, grant)
+
+    async def _giver_refusal(self, record: InteractionRecord, grant: Grant) -> str | None:
+        """Why the grant's giver may not approve `record` now, or None when they may: on the
+        approvers list (user groups read fresh) and not anyone who shaped the turn."""
         user = grant.granted_by
         if self.policy is None or self.members is None:
-            return False  # Nobody to ask whether the grant still holds: fail closed.
+            return "nobody can check whether its giver may approve"  # fail closed
         if user == record.requester or user in record.requesters:
-            log.info(
-                "not using grant %s on %s: its giver shaped the turn",
-                grant.grant_id,
-                record.interaction_id,
-            )
-            return False
+            return "its giver shaped the turn that asks"
         refusal = await self.policy.refusal(record, user, self.members)
         if refusal is not None:
-            log.info("not using grant %s on %s: %s", grant.grant_id, record.interaction_id, refusal)
-            return False
-        return True
+            return f"its giver may not approve this now ({refusal})"
+        return None

@@ -131,6 +131,19 @@ class Recheck:
             await self.chat.update(
                 record.channel, record.message_ts, card["text"], blocks=card["blocks"]
             )
+        elif record.channel:
+            # Approved under a standing grant, so it never had a card: post one now, or the
+            # request would wait with nothing anyone can click.
+            card = blocks.with_note(self.cards.card(record), note)
+            ts = await self.chat.post(
+                record.channel, card["text"], thread_ts=record.thread_ts, blocks=card["blocks"]
+            )
+            if ts is None:
+                log.error("could not post the card of reopened %s", record.interaction_id)
+            else:
+                await self.store.set_message(
+                    record.interaction_id, channel=record.channel, message_ts=ts
+                )
         if self.cards.home_changed is not None:
             self.cards.home_changed([record])  # it waits on its approvers again
 

@@ -21,6 +21,8 @@ GRANT_SCHEMA["anyOf"][1]["properties"]["grant"] = {"type": "string"}
 
 
 def _ruled(rule: Approval | dict[str, Any], **fields: Any) -> InteractionRecord:
+    # A grant binds to the tool's path and the requester: the card offers one only with both.
+    fields = {"runnable_path": "ops.deploy", "requester": "U0ALICE", **fields}
     record = approval({"service": "api"}, **fields)
     record.payload[RULE_KEY] = rule.to_json() if isinstance(rule, Approval) else rule
     record.response_schema = GRANT_SCHEMA
@@ -44,9 +46,36 @@ def test_the_card_offers_each_scope_of_the_rule(ttl: float, label: str) -> None:
     check_message(dict(card))
     assert list(_buttons(card).items())[:3] == [
         ("hb:approve", "Approve"),
-        ("hb:grant:thread", f"Approve for this thread ({label})"),
-        ("hb:grant:channel", f"Approve for this channel ({label})"),
+        ("hb:grant:thread", f"Approve for this thread, for the requester ({label})"),
+        ("hb:grant:channel", f"Approve for this channel, for the requester ({label})"),
     ]
+    terms = [b for b in card["blocks"] if "A standing grant approves" in str(b)]
+    assert len(terms) == 1 and terms[0]["type"] == "context"
+    text = terms[0]["elements"][0]["text"]
+    check_safe_mrkdwn(text, "terms")
+    assert f"for {label}, later `deploy` calls" in text and "requested by <@U0ALICE>" in text
+
+
+def test_the_buttons_and_terms_name_the_people_and_pinned_arguments() -> None:
+    rule = Approval(
+        grants=("thread",), grant_requesters=["U0DAVE", "W0ERIN"], grant_arguments=["service"]
+    )
+    card = blocks.render_card(_ruled(rule))
+    check_message(dict(card))
+    assert _buttons(card)["hb:grant:thread"] == (
+        "Approve for this thread, for the requester and 2 more (1 h)"
+    )
+    shown = str(card["blocks"])
+    assert "requested by <@U0ALICE>, <@U0DAVE>, <@W0ERIN>, only with `service` = `api`" in shown
+
+
+@pytest.mark.parametrize(
+    "fields", [{"runnable_path": ""}, {"requester": None}], ids=["no path", "no requester"]
+)
+def test_no_grant_button_for_a_request_a_grant_cannot_be_bound_to(fields: dict[str, Any]) -> None:
+    card = blocks.render_card(_ruled(Approval(grants=("thread",)), **fields))
+    assert not any(a.startswith(ACTION_GRANT) for a in _buttons(card))
+    assert "A standing grant approves" not in str(card["blocks"])
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,8 @@ def _grant(grant_id: str, **fields: Any) -> Grant:
         "expires_at": CREATED + 3600,
         "interaction_id": f"int_{grant_id}",
         "run_id": "run-1",
+        "path": "granter.deploy",
+        "requesters": ("U0ALICE",),
     }
     return Grant(**{**values, **fields})
 

@@ -25,6 +25,8 @@ def _grant(interaction_id: str, **fields: object) -> Grant:
         "created_at": now,
         "expires_at": now + 3600,
         "interaction_id": interaction_id,
+        "path": "granter.deploy",
+        "requesters": ("U0ALICE",),
     }
     values.update(fields)
     return Grant(**values)  # type: ignore[arg-type]
@@ -50,15 +52,24 @@ async def test_grants_lists_the_ones_in_force_soonest_first(store_url: str) -> N
     listed = handback("grants", "--store", store_url)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[0].split() == ["id", "tool", "scope", "channel", "thread", "given", "by", "until"]
+    header = ["id", "tool", "scope", "channel", "thread", "for", "given", "by", "until", "state"]
+    assert lines[0].split() == header
     assert [line.split()[0] for line in lines[1:]] == [channel.grant_id, thread.grant_id]
     assert "U0CAROL" in lines[1] and "channel" in lines[1] and "UTC" in lines[1]
     assert "1700000000.000100" in lines[2] and "U0BOB" in lines[2]
+    assert all("granter.deploy" in line and "U0ALICE" in line for line in lines[1:])
+    assert all(line.endswith("in force") for line in lines[1:])
 
     as_json = handback("grants", "--store", store_url, "--json", "--limit", "1")
     assert [json.loads(line)["grant_id"] for line in as_json.stdout.splitlines()] == [
         channel.grant_id
     ]
+    [shown] = map(json.loads, as_json.stdout.splitlines())
+    assert (shown["path"], shown["requesters"], shown["needs_renewal"]) == (
+        "granter.deploy",
+        ["U0ALICE"],
+        False,
+    )
 
 
 async def test_revoke_ends_a_grant_once_and_audits_it(store_url: str) -> None:

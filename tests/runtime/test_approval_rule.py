@@ -191,3 +191,24 @@ async def test_the_rule_names_the_approvers_and_several_never_admit_the_requeste
     refusal = await lax.refusal(approval(Approval(count=2)), "U0ALICE", lookup)
     assert refusal is not None and "someone else" in refusal
     assert await lax.refusal(approval(Approval(count=2)), "U0ALICE", lookup, denying=True) is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"grants": ("thread",), "grant_requesters": ["S0OPS"]}, "not a Slack user id"),
+        ({"grants": ("thread",), "grant_requesters": "U0DAVE"}, "must be a list"),
+        ({"grants": ("thread",), "grant_arguments": [""]}, "not an argument name"),
+        ({"grant_requesters": ["U0DAVE"]}, "they need grants"),
+        ({"grant_arguments": ["environment"]}, "they need grants"),
+    ],
+)
+def test_grant_bounds_that_cannot_work_are_refused(fields: dict[str, Any], says: str) -> None:
+    with pytest.raises(ApprovalRuleError, match=says):
+        Approval(**fields)
+
+
+def test_grant_bounds_read_back_from_the_stored_rule() -> None:
+    rule = Approval(grants=("thread",), grant_requesters=["U0DAVE"], grant_arguments=["env"])
+    assert rule.to_json()["grant_requesters"] == ["U0DAVE"]
+    assert Approval(**rule.to_json()) == rule

@@ -56,8 +56,12 @@ async def test_the_card_offers_the_rule_s_grants_next_to_approve(make_bot: BotFa
         asked = await h.mention(ALICE, "deploy api to dev")
         buttons = _buttons(h.card(asked.ts))
         assert list(buttons)[:3] == [ACTION_APPROVE, THREAD_GRANT, CHANNEL_GRANT]
-        assert buttons[THREAD_GRANT] == "Approve for this thread (1 h)"
-        assert buttons[CHANNEL_GRANT] == "Approve for this channel (1 h)"
+        assert buttons[THREAD_GRANT] == "Approve for this thread, for the requester (1 h)"
+        assert buttons[CHANNEL_GRANT] == "Approve for this channel, for the requester (1 h)"
+        # The line under the buttons says what a grant covers, in words, with the requester.
+        terms = str(h.card(asked.ts).blocks)
+        assert "later `deploy` calls of this same tool in this thread or this channel" in terms
+        assert f"requested by <@{ALICE}>" in terms
     async with make_bot(agents.approval_agent) as h:
         asked = await h.mention(ALICE, "deploy api to prod")
         assert not any(a.startswith(ACTION_GRANT) for a in _buttons(h.card(asked.ts)))
@@ -112,12 +116,15 @@ async def test_a_channel_grant_covers_every_thread_of_the_channel(make_bot: BotF
     async with make_bot(agents.grant_agent) as h:
         asked = await h.mention(ALICE, "deploy api to dev")
         await h.click(BOB, h.card(asked.ts).ts, CHANNEL_GRANT)
-        other = await h.mention(CAROL, "deploy api to dev")
+        other = await h.mention(ALICE, "deploy api to dev")
         assert h.cards(other.ts) == []
         assert agents.DEPLOYS == [DEV_DEPLOY] * 2
         assert "for this channel" in h.texts(other.ts)[-2]
         elsewhere = await h.mention(ALICE, "deploy api to dev", channel="C0DEPLOYS")
         assert h.cards(elsewhere.ts) and len(agents.DEPLOYS) == 2
+        # Only the requests of whoever asked for the approval it was given on: carol's is not.
+        carols = await h.mention(CAROL, "deploy api to dev")
+        assert ACTION_APPROVE in _buttons(h.card(carols.ts)) and len(agents.DEPLOYS) == 2
 
 
 async def test_after_the_grant_expires_a_card_is_back(make_bot: BotFactory) -> None:
@@ -297,7 +304,7 @@ async def test_a_turn_retried_after_a_use_runs_the_tool_once(
         asked = await h.mention(ALICE, "deploy api to dev")
         await h.click(BOB, h.card(asked.ts).ts, CHANNEL_GRANT)
         # A new conversation in the channel, so the retried turn starts it afresh.
-        again = await h.slack.post_user_message(CAROL, "C0GENERAL", "deploy api to dev")
+        again = await h.slack.post_user_message(ALICE, "C0GENERAL", "deploy api to dev")
         await _drain_until(h, lambda: len(agents.DEPLOYS) == 2)
         assert store.hit >= 2
         assert agents.DEPLOYS == [DEV_DEPLOY] * 2

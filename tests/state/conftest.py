@@ -49,13 +49,14 @@ def make_interaction(
 
 
 async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str) -> str:
-    """Replace the stored JSON of one run (`runs`) or interaction (`interactions`) with `raw`.
+    """Replace the stored JSON of one run (`runs`), interaction (`interactions`) or grant
+    (`grants`) with `raw`.
 
     Returns the key or row name the store should report in its error.
     """
     if isinstance(store, RedisStore):
         keys = redis_keys(store)
-        key = keys.run(ident) if table == "runs" else keys.interaction(ident)
+        key = {"runs": keys.run, "grants": keys.grant}.get(table, keys.interaction)(ident)
         client = raw_client(url)
         try:
             await client.hset(key, "rec", raw)
@@ -63,7 +64,7 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
             await client.aclose()
         return key
     assert isinstance(store, SQLiteStore)
-    column = "run_id" if table == "runs" else "interaction_id"
+    column = {"runs": "run_id", "grants": "grant_id"}.get(table, "interaction_id")
     with sqlite3.connect(sqlite_path(url)) as conn:
         conn.execute(f"UPDATE {table} SET rec = ? WHERE {column} = ?", (raw, ident))
     conn.close()

@@ -793,6 +793,8 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
         expires_at=now + 60,
         interaction_id="ix-5",
         run_id="run-5",
+        path="agent.t",
+        requesters=("U0ALICE",),
     )
     assert await any_redis_store.add_grant(grant, audit=AuditEntry(at=now, action="granted"))
     assert await any_redis_store.covering_grants("t", channel="C1", thread_ts="1.1", now=now)

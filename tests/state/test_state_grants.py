@@ -4,15 +4,17 @@ under a grant taken only while it lasts; SQLite, a single Redis and a Redis Clus
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from state import AuditEntry, Grant, GrantStore, Store, grant_id_for
 
-from .conftest import make_interaction, make_run
+from .conftest import make_interaction, make_run, overwrite_raw
 
 CHANNEL, THREAD, OTHER_THREAD = "C1", "1700000000.000100", "1700000000.000200"
 
@@ -30,6 +32,8 @@ def _grant(interaction_id: str = "ix-1", **fields: Any) -> Grant:
         "expires_at": now + 3600,
         "interaction_id": interaction_id,
         "run_id": "run-1",
+        "path": "granter.deploy",
+        "requesters": ("U0ALICE",),
     }
     values.update(fields)
     return Grant(**values)
@@ -252,3 +256,66 @@ async def test_a_revoke_and_answers_under_the_grant_race_cleanly(store: Store) -
     assert all(e.action == "answered" for e in audit[:revoked_at])
     assert audit[revoked_at + 1 :] == []
     assert sum(bool(r) for r in results if isinstance(r, bool)) == revoked_at
+
+
+OLD_GRANT = Path(__file__).parent / "fixtures" / "grant_before_binding.json"
+"""A grant as the code before bounds wrote it: a bare tool name, no path, no requesters."""
+
+
+async def test_a_grant_stored_before_bounds_reads_back_needing_renewal(
+    store: Store, store_url: str
+) -> None:
+    data = json.loads(OLD_GRANT.read_text())
+    now = time.time()
+    data.update(created_at=now, expires_at=now + 3600, thread_ts=THREAD, channel=CHANNEL)
+    data["grant_id"] = grant_id_for("int_old")
+    today = _grant(**data)  # the same grant with today's fields, for the store's indexes
+    assert await store.add_grant(today, audit=_entry())
+    await overwrite_raw(store, store_url, "grants", today.grant_id, json.dumps(data))
+    old = await store.get_grant(today.grant_id)
+    assert old is not None and old.needs_renewal
+    assert (old.path, old.requesters, old.arguments) == (None, (), {})
+    # Still found and listed (so it can be said to need renewal), and still revocable.
+    [found] = await store.covering_grants("deploy", channel=CHANNEL, thread_ts=THREAD, now=now)
+    assert found == old
+    assert await store.active_grants(now=now) == [old]
+    record = make_interaction(
+        kind="approval",
+        payload={"tool": "deploy", "arguments": {}},
+        channel=CHANNEL,
+        thread_ts=THREAD,
+        requester="U0ALICE",
+        runnable_path="granter.deploy",
+    )
+    assert old.mismatch(record) is not None
+    assert (await store.revoke_grant(old.grant_id, by="ops", now=now, audit=_entry("revoked"))).won
+
+
+def test_a_grant_covers_only_the_path_place_requesters_and_pinned_values() -> None:
+    grant = _grant(arguments={"environment": "staging"}, requesters=("U0ALICE", "U0DAVE"))
+    base = make_interaction(
+        kind="approval",
+        payload={"tool": "deploy", "arguments": {"environment": "staging", "service": "api"}},
+        channel=CHANNEL,
+        thread_ts=THREAD,
+        requester="U0ALICE",
+        requesters=["U0ALICE"],
+        runnable_path="granter.deploy",
+    )
+    assert grant.mismatch(base) is None
+    assert grant.mismatch(replace(base, requester="U0DAVE", requesters=["U0DAVE"])) is None
+    refused = {
+        "nested tool": replace(base, runnable_path="granter.fleet.deploy"),
+        "other thread": replace(base, thread_ts=OTHER_THREAD),
+        "other channel": replace(base, channel="C2"),
+        "other requester": replace(base, requester="U0EVE", requesters=["U0EVE"]),
+        "shaped by another": replace(base, requesters=["U0ALICE", "U0EVE"]),
+        "no requester": replace(base, requester=None),
+        "other value": replace(
+            base, payload={"tool": "deploy", "arguments": {"environment": "production"}}
+        ),
+        "value missing": replace(base, payload={"tool": "deploy", "arguments": {}}),
+        "other tool name": replace(base, payload={**base.payload, "tool": "wipe"}),
+    }
+    for what, record in refused.items():
+        assert grant.mismatch(record) is not None, what
