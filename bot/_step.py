@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,13 +101,21 @@ class Step:
         # passed) before any handler runs: a policy that fails ends the run with no sibling
         # half-executed.
         ready = [r for o in self._outcomes if o.ran and (r := await self._prepare(o))]
-        await self._journal_start(ready)
         self._running = len([r for r in ready if not r.tool.pure])
-        handlers = [self._run_handler(r) for r in ready]
-        if len(handlers) == 1:
-            await handlers[0]
-        elif handlers:
-            await asyncio.gather(*handlers)
+        calls: list[asyncio.Task[Any]] = []
+        try:
+            await self._journal_start(ready, lambda: calls.extend(map(_start, ready)))
+            handlers = [self._run_handler(r, call) for r, call in zip(ready, calls, strict=True)]
+            if len(handlers) == 1:
+                await handlers[0]
+            elif handlers:
+                await asyncio.gather(*handlers)
+        except BaseException:
+            # Cancelled (a stop, a shutdown) or failed (the store): a call started but not yet
+            # awaited would otherwise run on with nobody waiting for it.
+            for call in calls:
+                call.cancel()
+            raise
         # Answers nobody used in this step belong to the calls that were not re-run.
         used = {iid for o in self._outcomes if o.ran for iid in o.used_answers}
         leftover = [iid for iid in self.run.answers if iid not in used]
@@ -250,8 +260,11 @@ class Step:
         ready.arguments = arguments
         return True
 
-    async def _journal_start(self, ready: list[_Ready]) -> None:
-        """Save the run `running` with the calls whose handlers may have side effects.
+    async def _journal_start(self, ready: list[_Ready], start: Callable[[], None]) -> None:
+        """Save the run `running` with the calls whose handlers may have side effects, and
+        `start` them in the same turn of the loop as the store's reply (`Journal.save`): a
+        call marked started did begin, and a call whose mark never reached the store is simply
+        run by a retry.
 
         Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
         when the store already holds these calls (a resume, a journal): a retry executes the
@@ -260,23 +273,22 @@ class Step:
         other calls it gets, under other idempotency keys.
         """
         effectful = [r for r in ready if not r.tool.pure]
-        if not effectful:
-            return
         started = self.run.started
         started += [
             r.outcome.call.tool_call_id
             for r in effectful
             if r.outcome.call.tool_call_id not in started
         ]
-        if self.durable and all(r.tool.idempotent for r in effectful):
+        if not effectful or (self.durable and all(r.tool.idempotent for r in effectful)):
+            start()
             return
-        await self._save()
+        self.run.status = "running"
+        await self.journal.save(then=start)
 
-    async def _run_handler(self, ready: _Ready) -> None:
+    async def _run_handler(self, ready: _Ready, call: asyncio.Task[Any]) -> None:
         outcome, tool = ready.outcome, ready.tool
-        token = current_scope.set(ready.scope)
         try:
-            self._resolve(outcome, ready.note + _as_text(await tool.invoke(ready.arguments)))
+            self._resolve(outcome, ready.note + _as_text(await call))
         except Suspended as pause:
             outcome.suspended, outcome.nested = pause.interactions, pause.nested
         except Cancelled as cancel:
@@ -287,7 +299,6 @@ class Step:
             self._resolve(outcome, ready.note + failed)
         finally:
             outcome.used_answers = ready.scope.used
-            current_scope.reset(token)
         if not tool.pure:
             await self._journal_end(outcome)
 
@@ -313,6 +324,13 @@ class Step:
     def _resolve(self, outcome: Outcome, result: str) -> None:
         outcome.result = result
         self.run.results[outcome.call.tool_call_id] = result
+
+
+def _start(ready: _Ready) -> asyncio.Task[Any]:
+    """The call begun, in a context of its own holding its scope (`suspend()`, `current_call()`)."""
+    context = contextvars.copy_context()
+    context.run(current_scope.set, ready.scope)
+    return ready.tool.start(ready.arguments, context)
 
 
 def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
