@@ -37,6 +37,7 @@ from state import InteractionRecord, Store, StoreError, ThreadStop
 
 from .. import Agent, _metrics
 from ._answers import Answers
+from ._bounded import within
 from ._chat import Chat
 from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
@@ -425,15 +426,16 @@ class SlackBot:
         self._recording += 1
         started = time.perf_counter()
         try:
-            # `timeout`, not `wait_for`: on Python 3.11 the latter makes a task per call.
-            async with asyncio.timeout(_RECORD_WAIT):
-                item_id = await self.store.enqueue(
+            item_id = await within(
+                _RECORD_WAIT,
+                self.store.enqueue(
                     kind,
                     {"id": uuid.uuid4().hex, **item},
                     dedupe=dedupe,
                     about=about,
                     taker=self._taker,
-                )
+                ),
+            )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
             _metrics.STORE_ERRORS.labels(where="record").inc()
@@ -476,9 +478,8 @@ class SlackBot:
         event_id = str(body.get("event_id") or "")
         mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
         try:
-            await asyncio.wait_for(
-                self.store.stop_thread(stopped.channel, stopped.thread_ts, mark),
-                timeout=_RECORD_WAIT,
+            await within(
+                _RECORD_WAIT, self.store.stop_thread(stopped.channel, stopped.thread_ts, mark)
             )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a stop: %s", str(error) or "timed out")
@@ -593,9 +594,7 @@ class SlackBot:
         # Checked before the ack so that errors can show inline in the modal; bounded, since
         # Slack waits 3 seconds at most.
         try:
-            check = await asyncio.wait_for(
-                self.answers.check_submission(body), timeout=_RECORD_WAIT
-            )
+            check = await within(_RECORD_WAIT, self.answers.check_submission(body))
         except (StoreError, TimeoutError) as error:
             log.warning("could not check a modal submission: %s", str(error) or "timed out")
             check = self.answers.not_recorded(body, NOT_RECORDED)

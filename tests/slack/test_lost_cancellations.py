@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -29,26 +30,40 @@ WATCHER = "handback-stop-watch"
 
 
 class SlowStore:
-    """A real store; each call first waits 50-200 ms (a store far away, or busy), and a
-    cancellation that lands in that wait is, one time in two, swallowed: the call is made and
-    its result returned, and the task goes on as if it had not been cancelled."""
+    """A real store; each call first waits `delay` seconds (drawn between the two bounds: a
+    store far away, or busy), and a cancellation that lands in that wait is swallowed with the
+    odds `swallow`: the call is made and its result returned, and the task goes on as if it had
+    not been cancelled. `only` names the calls slowed, when not all are."""
 
-    def __init__(self, store: Store, *, seed: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        seed: int,
+        delay: tuple[float, float] = (0.05, 0.2),
+        swallow: float = 0.5,
+        only: frozenset[str] | None = None,
+    ) -> None:
         self._store = store
         self._random = random.Random(seed)
+        self._delay = delay
+        self._swallow = swallow
+        self._only = only
         self.swallowed = 0
         """Cancellations this store let through."""
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
-        if not inspect.iscoroutinefunction(attr):
+        if not inspect.iscoroutinefunction(attr) or (
+            self._only is not None and name not in self._only
+        ):
             return attr
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                await asyncio.sleep(self._random.uniform(0.05, 0.2))
+                await asyncio.sleep(self._random.uniform(*self._delay))
             except asyncio.CancelledError:
-                if self._random.random() < 0.5:
+                if self._random.random() >= self._swallow:
                     raise
                 self.swallowed += 1
             return await attr(*args, **kwargs)
@@ -58,7 +73,7 @@ class SlowStore:
 
 @asynccontextmanager
 async def _bot(
-    slack: LocalSlack, store_url: str, agent: Agent, *, seed: int
+    slack: LocalSlack, store_url: str, agent: Agent, **slow: Any
 ) -> AsyncIterator[tuple[SlackBot, SlowStore]]:
     slack.agent_refusal = None  # the app is an agent: turns are sessions with a stop button
     config = load_settings(
@@ -68,14 +83,14 @@ async def _bot(
         handback_store=store_url,
     )
     async with open_store(store_url) as real:
-        slow = SlowStore(real, seed=seed)
-        store = cast(Store, slow)
+        slowed = SlowStore(real, **slow)
+        store = cast(Store, slowed)
         async with (
             SlackBot(agent=agent, store=store, settings=config, loops=False) as bot,
             bot.serve_http("127.0.0.1", 0) as url,
         ):
             slack.bot_url = url
-            yield bot, slow
+            yield bot, slowed
             await bot.drain()
 
 
@@ -150,3 +165,19 @@ async def test_a_stop_ends_a_turn_whose_cancellation_a_store_call_swallowed(
             assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
             assert _watchers() == []
         assert slow.swallowed > 0  # the store did lose cancellations
+
+
+async def test_an_event_whose_inbox_write_ignores_its_deadline_is_refused_in_time(
+    slack: LocalSlack, store_url: str
+) -> None:
+    """The inbox write takes 4 s and does not heed the cancellation at its 2 s bound: the
+    event still gets its 503 (Slack delivers it again) before Slack's 3 s are up."""
+    slow = {"delay": (4.0, 4.0), "swallow": 1.0, "only": frozenset({"enqueue"})}
+    async with _bot(slack, store_url, agents.memory_agent, seed=1, **slow) as (_, store):
+        message = await slack.post_user_message(ALICE, CHANNEL, "hello", deliver=False)
+        sent = time.monotonic()
+        response = await slack.send_event(slack.events_for(message)[0])
+        took = time.monotonic() - sent
+        assert response.status == 503
+        assert took < 2.8, f"answered after {took:.2f}s"
+        assert store.swallowed == 1
