@@ -12,7 +12,15 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import RULE_KEY, Approval, NestedRun, PendingCall, PendingInteraction, RunRecord
+from state import (
+    RULE_KEY,
+    Approval,
+    NestedRun,
+    PendingCall,
+    PendingInteraction,
+    RunRecord,
+    read_approval,
+)
 
 from ._errors import ApprovalPolicyError
 from ._journal import INTERRUPTED_BY_CRASH, Journal
@@ -203,10 +211,11 @@ class Step:
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
             return False
-        approved, reason, ready.edits = _decision(decision)
-        if not approved:
-            self._resolve(outcome, f"Denied: {reason}")
-        return approved
+        answer = read_approval(decision)
+        ready.edits = answer.edits
+        if not answer.approved:
+            self._resolve(outcome, f"Denied: {answer.reason or 'no reason given'}")
+        return answer.approved
 
     async def _edit(self, ready: _Ready, rule: Approval) -> bool:
         """Take the approver's edit of the arguments: merged over the model's (a secret-looking
@@ -347,15 +356,6 @@ def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
         if interaction.interaction_id not in nested_ids and interaction.tool_call_id is not None:
             waiting.setdefault(interaction.tool_call_id, []).append(interaction)
     return waiting
-
-
-def _decision(answer: Any) -> tuple[bool, str, Any]:
-    """`(approved, reason, edited arguments or None)` of an approval's answer."""
-    if isinstance(answer, dict):
-        approved = bool(answer.get("approved"))
-        reason = str(answer.get("reason") or "no reason given")
-        return approved, reason, answer.get("arguments") if approved else None
-    return bool(answer), "no reason given", None
 
 
 def _shown(value: Any) -> str:
