@@ -45,8 +45,9 @@ class Driver:
 
         Nothing here trusts one `cancel()` to reach a task inside a store call (on Python 3.11
         such a cancellation can be lost): the stop watcher ends by itself once the turn has
-        ended, the stop cancels the run until it is stopping, and a cancellation of this task
-        that its turn swallowed is raised here all the same.
+        ended, and the stop cancels the run until it is stopping. (A turn that swallowed the
+        cancellation of this task and went on to its end is done: it is not raised again, the
+        work would be retried and its answer posted twice.)
         """
         if turn is None:
             await self._drive(run, thread, turn, slot)  # Classic messages have no stop button.
@@ -57,20 +58,14 @@ class Driver:
         )
         me = asyncio.current_task()
         try:
-            try:
-                await driving
-            except asyncio.CancelledError:
-                if me is not None and me.cancelling():
-                    raise  # Not our stop: the worker is shutting down and hands the work on.
-                stop = await watching  # The watcher cancelled the turn, and ends with it.
-                if stop is None:
-                    raise
-                await self._stopped(run.run_id, thread, turn, stop)
-                return
+            await driving
+        except asyncio.CancelledError:
             if me is not None and me.cancelling():
-                # This task was cancelled, and the turn it waited on swallowed it (inside a
-                # store call): the worker still means it.
-                raise asyncio.CancelledError
+                raise  # Not our stop: the worker is shutting down and hands the work on.
+            stop = await watching  # The watcher cancelled the turn, and ends with it.
+            if stop is None:
+                raise
+            await self._stopped(run.run_id, thread, turn, stop)
         finally:
             # The watcher ends with the turn (within one store call), cancelled or not.
             await asyncio.wait([watching])
