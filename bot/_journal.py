@@ -2,7 +2,9 @@
 
 Before a handler with side effects runs, the run is saved `running` with its transcript (the
 assistant message holding the calls included: a retry must not ask the model again, it would get
-other calls) and the ids of the calls that started; as each call returns, its result is saved.
+other calls) and the ids of the calls that start: that "started" mark is the last thing before
+the handlers are called (`Journal.save(then=...)`), so a call marked started did begin, give or
+take the hand-off to its thread. As each call returns, its result is saved.
 A run continued from such a record keeps the saved results, reports a call that started and never
 returned as interrupted (unless its tool is idempotent: then it runs again), and runs the others.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from state import RunRecord, Store
@@ -58,16 +61,37 @@ class Journal:
     def store(self) -> Store:
         return self._store
 
-    async def save(self) -> None:
-        """Write the run as it is now (one round trip)."""
+    async def save(self, then: Callable[[], None] | None = None) -> None:
+        """Write the run as it is now (one round trip); then, if given, call `then()`.
+
+        `then` runs in the task that wrote, in the same turn of the loop as the store's reply:
+        nothing else of this run (no Slack call, no other store call, no wait for another turn
+        of a busy loop) comes between the write and what `then` starts. The journal's "started"
+        mark is written so, just before the handlers are started. When the caller is cancelled
+        before the write returns, the write still finishes but `then` is not called.
+        """
+        wanted = True
+
+        def after() -> None:
+            if wanted and then is not None:
+                then()
+
         async with self._lock:
             if self._inflight is not None and not self._inflight.done():
                 # Left behind by a caller that was cancelled while it waited.
                 await asyncio.wait([self._inflight])
-            write = asyncio.ensure_future(self._store.save_run(self._run))
+            write = asyncio.ensure_future(self._write(after))
             write.add_done_callback(_log_failure)
             self._inflight = write
-            await asyncio.shield(write)
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                wanted = False
+                raise
+
+    async def _write(self, after: Callable[[], None]) -> None:
+        await self._store.save_run(self._run)
+        after()
 
     async def save_stopped(self) -> None:
         """The last save of a run whose task was cancelled: bounded by `STOP_SAVE_TIMEOUT`.

@@ -81,6 +81,16 @@ class AgentRun(RunBegin):
         self._started = False
         self._closing = False
         """The pause or end of the run is being saved: a cancellation must not undo it."""
+        self._stopping = False
+        """The run's task was cancelled and the run is saving itself stopped."""
+
+    @property
+    def stoppable(self) -> bool:
+        """Whether cancelling the task that runs this run would still stop it: it is neither
+        saving its stop already nor pausing or ending. One who stops a run cancels it again
+        while this holds: on Python 3.11 a cancellation that lands inside a store call can be
+        lost (`asyncio.wait_for` lets the call's result through), and the run goes on."""
+        return not (self._stopping or self._closing or self.output is not None)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         self._start()
@@ -159,6 +169,7 @@ class AgentRun(RunBegin):
                 message = f"{type(exc).__name__}: {exc}"
                 yield await self._finish(store, run, "error", reason="exception", message=message)
         except asyncio.CancelledError:
+            self._stopping = True
             await self._stop(journal, run)
             raise
 

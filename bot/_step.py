@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import RULE_KEY, Approval, NestedRun, PendingCall, PendingInteraction, RunRecord
+from state import (
+    RULE_KEY,
+    Approval,
+    NestedRun,
+    PendingCall,
+    PendingInteraction,
+    RunRecord,
+    read_approval,
+)
 
 from ._errors import ApprovalPolicyError
 from ._journal import INTERRUPTED_BY_CRASH, Journal
@@ -99,13 +109,21 @@ class Step:
         # passed) before any handler runs: a policy that fails ends the run with no sibling
         # half-executed.
         ready = [r for o in self._outcomes if o.ran and (r := await self._prepare(o))]
-        await self._journal_start(ready)
         self._running = len([r for r in ready if not r.tool.pure])
-        handlers = [self._run_handler(r) for r in ready]
-        if len(handlers) == 1:
-            await handlers[0]
-        elif handlers:
-            await asyncio.gather(*handlers)
+        calls: list[asyncio.Task[Any]] = []
+        try:
+            await self._journal_start(ready, lambda: calls.extend(map(_start, ready)))
+            handlers = [self._run_handler(r, call) for r, call in zip(ready, calls, strict=True)]
+            if len(handlers) == 1:
+                await handlers[0]
+            elif handlers:
+                await asyncio.gather(*handlers)
+        except BaseException:
+            # Cancelled (a stop, a shutdown) or failed (the store): a call started but not yet
+            # awaited would otherwise run on with nobody waiting for it.
+            for call in calls:
+                call.cancel()
+            raise
         # Answers nobody used in this step belong to the calls that were not re-run.
         used = {iid for o in self._outcomes if o.ran for iid in o.used_answers}
         leftover = [iid for iid in self.run.answers if iid not in used]
@@ -195,10 +213,11 @@ class Step:
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
             return False
-        approved, reason, ready.edits = _decision(decision)
-        if not approved:
-            self._resolve(outcome, f"Denied: {reason}")
-        return approved
+        answer = read_approval(decision)
+        ready.edits = answer.edits
+        if not answer.approved:
+            self._resolve(outcome, f"Denied: {answer.reason or 'no reason given'}")
+        return answer.approved
 
     async def _edit(self, ready: _Ready, rule: Approval) -> bool:
         """Take the approver's edit of the arguments: merged over the model's (a secret-looking
@@ -252,8 +271,11 @@ class Step:
         ready.arguments = arguments
         return True
 
-    async def _journal_start(self, ready: list[_Ready]) -> None:
-        """Save the run `running` with the calls whose handlers may have side effects.
+    async def _journal_start(self, ready: list[_Ready], start: Callable[[], None]) -> None:
+        """Save the run `running` with the calls whose handlers may have side effects, and
+        `start` them in the same turn of the loop as the store's reply (`Journal.save`): a
+        call marked started did begin, and a call whose mark never reached the store is simply
+        run by a retry.
 
         Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
         when the store already holds these calls (a resume, a journal): a retry executes the
@@ -262,23 +284,22 @@ class Step:
         other calls it gets, under other idempotency keys.
         """
         effectful = [r for r in ready if not r.tool.pure]
-        if not effectful:
-            return
         started = self.run.started
         started += [
             r.outcome.call.tool_call_id
             for r in effectful
             if r.outcome.call.tool_call_id not in started
         ]
-        if self.durable and all(r.tool.idempotent for r in effectful):
+        if not effectful or (self.durable and all(r.tool.idempotent for r in effectful)):
+            start()
             return
-        await self._save()
+        self.run.status = "running"
+        await self.journal.save(then=start)
 
-    async def _run_handler(self, ready: _Ready) -> None:
+    async def _run_handler(self, ready: _Ready, call: asyncio.Task[Any]) -> None:
         outcome, tool = ready.outcome, ready.tool
-        token = current_scope.set(ready.scope)
         try:
-            self._resolve(outcome, ready.note + _as_text(await tool.invoke(ready.arguments)))
+            self._resolve(outcome, ready.note + _as_text(await call))
         except Suspended as pause:
             outcome.suspended, outcome.nested = pause.interactions, pause.nested
         except Cancelled as cancel:
@@ -289,7 +310,6 @@ class Step:
             self._resolve(outcome, ready.note + failed)
         finally:
             outcome.used_answers = ready.scope.used
-            current_scope.reset(token)
         if not tool.pure:
             await self._journal_end(outcome)
 
@@ -317,6 +337,13 @@ class Step:
         self.run.results[outcome.call.tool_call_id] = result
 
 
+def _start(ready: _Ready) -> asyncio.Task[Any]:
+    """The call begun, in a context of its own holding its scope (`suspend()`, `current_call()`)."""
+    context = contextvars.copy_context()
+    context.run(current_scope.set, ready.scope)
+    return ready.tool.start(ready.arguments, context)
+
+
 def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
     """The interactions each pending call waits for: its own (by their `tool_call_id`), or for a
     call to an agent, those of the inner run, whose `tool_call_id`s are the inner calls' ids and
@@ -331,15 +358,6 @@ def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:
         if interaction.interaction_id not in nested_ids and interaction.tool_call_id is not None:
             waiting.setdefault(interaction.tool_call_id, []).append(interaction)
     return waiting
-
-
-def _decision(answer: Any) -> tuple[bool, str, Any]:
-    """`(approved, reason, edited arguments or None)` of an approval's answer."""
-    if isinstance(answer, dict):
-        approved = bool(answer.get("approved"))
-        reason = str(answer.get("reason") or "no reason given")
-        return approved, reason, answer.get("arguments") if approved else None
-    return bool(answer), "no reason given", None
 
 
 def _shown(value: Any) -> str:

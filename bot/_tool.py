@@ -142,18 +142,41 @@ class Tool:
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
         """Call the handler; a sync handler that is not pure runs in a thread of its own, so a
-        blocking tool never stalls the event loop (see `_in_thread`)."""
+        blocking tool never stalls the event loop (see `_start_thread`)."""
         if self.is_async:
             return await self.handler(**arguments)
         if self.pure:
             value = self.handler(**arguments)
         else:
-            value = await _in_thread(self.handler, arguments, name=f"handback-tool-{self.name}")
-        # A sync function may still return an awaitable (a functools.partial of a coroutine
-        # function, a lambda returning one): await it here, on the loop.
-        if inspect.isawaitable(value):
-            value = await value
-        return value
+            value = await _start_thread(
+                self.handler, arguments, name=self._thread_name, context=contextvars.copy_context()
+            )
+        return await _awaited(value)
+
+    def start(self, arguments: dict[str, Any], context: contextvars.Context) -> asyncio.Task[Any]:
+        """Begin the call in `context` now and return it as a task.
+
+        A sync handler's thread is running when this returns: the journal marks a call
+        "started" just before, and nothing that waits for the event loop may come between
+        (on a busy loop one turn can take longer than the store's round trip). An async or
+        pure handler begins on the loop's next turn, as any task does on Python 3.11.
+        """
+        loop = asyncio.get_running_loop()
+        if self.is_async or self.pure:
+            return loop.create_task(self.invoke(arguments), context=context)
+        # A copy for the thread: a context is entered by one thread at a time, and the task
+        # that awaits the thread enters `context` on each of its turns.
+        thread = _start_thread(
+            self.handler, arguments, name=self._thread_name, context=context.copy()
+        )
+        task = loop.create_task(_returned(thread), context=context)
+        # A task cancelled before its first turn never awaits the thread's future: drop it.
+        task.add_done_callback(lambda _: thread.cancel())
+        return task
+
+    @property
+    def _thread_name(self) -> str:
+        return f"handback-tool-{self.name}"
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """Validated keyword arguments from the model's JSON string, or `ArgumentsError`."""
@@ -215,9 +238,16 @@ def _as_rule(decision: bool | Approval) -> Approval | None:
     return Approval() if decision else None
 
 
-async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, name: str) -> Any:
-    """`handler(**arguments)` in a new daemon thread, in a copy of the caller's context (as
-    `asyncio.to_thread` does, so `suspend()` and `current_call()` work there).
+def _start_thread(
+    handler: Callable[..., Any],
+    arguments: dict[str, Any],
+    *,
+    name: str,
+    context: contextvars.Context,
+) -> asyncio.Future[Any]:
+    """`handler(**arguments)` in a new daemon thread, already running when this returns, in
+    `context` (a copy of the caller's, as `asyncio.to_thread` makes, so `suspend()` and
+    `current_call()` work there); the future settles on the loop with what it returned.
 
     Not `asyncio.to_thread`: the threads of its pool, like those of every `ThreadPoolExecutor`,
     are joined when the process exits, so one tool that blocks would hold a process that was
@@ -227,7 +257,6 @@ async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, 
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
 
     def settle(outcome: Callable[[], None]) -> None:
         if not done.done():  # cancelled: nobody waits for it any more
@@ -244,7 +273,18 @@ async def _in_thread(handler: Callable[..., Any], arguments: dict[str, Any], *, 
             loop.call_soon_threadsafe(report)
 
     threading.Thread(target=work, name=name, daemon=True).start()
-    return await done
+    return done
+
+
+async def _awaited(value: Any) -> Any:
+    """`value`, awaited if it is awaitable: a sync function may still return one (a
+    functools.partial of a coroutine function, a lambda returning one), awaited on the loop."""
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _returned(thread: asyncio.Future[Any]) -> Any:
+    """What a sync handler running in `thread` returned, awaited if it is awaitable."""
+    return await _awaited(await thread)
 
 
 def _arguments_model(handler: Callable[..., Any], name: str) -> type[BaseModel]:

@@ -3,6 +3,7 @@ audit log (Redis or SQLite)."""
 
 from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._approval import RULE_KEY, Approval, GrantScope, approval_of
+from ._approval_answer import ApprovalAnswer, approves, read_approval
 from ._errors import (
     ApprovalRuleError,
     CorruptRecordError,
@@ -60,6 +61,7 @@ __all__ = [
     "AnswerClaim",
     "AnswerSchemaError",
     "Approval",
+    "ApprovalAnswer",
     "ApprovalRuleError",
     "AuditAction",
     "AuditEntry",
@@ -102,12 +104,14 @@ __all__ = [
     "Vote",
     "WorkItem",
     "approval_of",
+    "approves",
     "check_schema",
     "check_store",
     "grant_id_for",
     "missing_sqlite_file",
     "nudge_times",
     "open_store",
+    "read_approval",
     "resolve_store_url",
     "schema_errors",
     "store_from_url",

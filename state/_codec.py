@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from ._approval_answer import approves
 from ._errors import CorruptRecordError, UsageError
 from ._records import AuditEntry, InteractionRecord, RunRecord, ThreadStop, Vote
 
@@ -344,14 +345,6 @@ def encode_interaction(record: InteractionRecord) -> bytes:
 
 def encode_answer(answer: Any) -> bytes:
     return pydantic_core.to_json(answer)
-
-
-def approves(answer: Any) -> bool:
-    """Whether an answer approves (`True`, or an object whose `approved` is `true`): the
-    answers a store checks against the approval's rule (`answer_and_claim(needed=...)`)."""
-    if isinstance(answer, dict):
-        return answer.get("approved") is True
-    return answer is True
 
 
 def vote_audits(

@@ -37,6 +37,7 @@ from state import InteractionRecord, Store, StoreError, ThreadStop
 
 from .. import Agent, _metrics
 from ._answers import Answers
+from ._bounded import within
 from ._chat import Chat
 from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
@@ -47,7 +48,7 @@ from ._home import Home
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
-from ._stops import StopCheck
+from ._stops import StopCheck, StopDecision
 from ._tasks import Background
 from ._verify import (
     CheckedSocketModeHandler,
@@ -432,15 +433,16 @@ class SlackBot:
         self._recording += 1
         started = time.perf_counter()
         try:
-            # `timeout`, not `wait_for`: on Python 3.11 the latter makes a task per call.
-            async with asyncio.timeout(_RECORD_WAIT):
-                item_id = await self.store.enqueue(
+            item_id = await within(
+                _RECORD_WAIT,
+                self.store.enqueue(
                     kind,
                     {"id": uuid.uuid4().hex, **item},
                     dedupe=dedupe,
                     about=about,
                     taker=self._taker,
-                )
+                ),
+            )
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
             _metrics.STORE_ERRORS.labels(where="record").inc()
@@ -487,7 +489,8 @@ class SlackBot:
         team = body.get("team_id")
         mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
         try:
-            async with asyncio.timeout(_RECORD_WAIT):
+
+            async def decide_and_mark() -> StopDecision:
                 decision = await self.stops.decide(
                     stopped, team=team if isinstance(team, str) else None
                 )
@@ -495,6 +498,9 @@ class SlackBot:
                     await self.store.stop_thread(stopped.channel, stopped.thread_ts, mark)
                 else:
                     await self.stops.refused(stopped, decision)
+                return decision
+
+            decision = await within(_RECORD_WAIT, decide_and_mark())
         except (StoreError, TimeoutError) as error:
             log.warning("could not record a stop: %s", str(error) or "timed out")
             return BoltResponse(status=503, body="not recorded; please retry")
@@ -616,9 +622,7 @@ class SlackBot:
         # Checked before the ack so that errors can show inline in the modal; bounded, since
         # Slack waits 3 seconds at most.
         try:
-            check = await asyncio.wait_for(
-                self.answers.check_submission(body), timeout=_RECORD_WAIT
-            )
+            check = await within(_RECORD_WAIT, self.answers.check_submission(body))
         except (StoreError, TimeoutError) as error:
             log.warning("could not check a modal submission: %s", str(error) or "timed out")
             check = self.answers.not_recorded(body, NOT_RECORDED)

@@ -42,38 +42,61 @@ class Driver:
         self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
     ) -> None:
         """Drive the run; a stop pressed in the thread once the turn began (in any process: the
-        mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped."""
+        mark is in the store) cancels it within `STOP_POLL`, and the turn ends as stopped.
+
+        Nothing here trusts one `cancel()` to reach a task inside a store call (on Python 3.11
+        such a cancellation can be lost): the stop watcher ends by itself once the turn has
+        ended, and the stop cancels the run until it is stopping. (A turn that swallowed the
+        cancellation of this task and went on to its end is done: it is not raised again, the
+        work would be retried and its answer posted twice.)
+        """
         if turn is None:
             await self._drive(run, thread, turn, slot)  # Classic messages have no stop button.
             return
         driving = asyncio.create_task(self._drive(run, thread, turn, slot))
-        watching = asyncio.create_task(self._watch_stop(thread, turn.stop_before, driving))
+        watching = asyncio.create_task(
+            self._watch_stop(thread, turn.stop_before, run, driving), name="handback-stop-watch"
+        )
+        me = asyncio.current_task()
         try:
             await driving
         except asyncio.CancelledError:
-            me = asyncio.current_task()
-            stop = watching.result() if watching.done() and not watching.cancelled() else None
-            if stop is None or (me is not None and me.cancelling()):
+            if me is not None and me.cancelling():
                 raise  # Not our stop: the worker is shutting down and hands the work on.
+            stop = await watching  # The watcher cancelled the turn, and ends with it.
+            if stop is None:
+                raise
             await self._stopped(run.run_id, thread, turn, stop)
         finally:
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+            # The watcher ends with the turn (within one store call), cancelled or not.
+            await asyncio.wait([watching])
 
     async def _watch_stop(
-        self, thread: Thread, before: ThreadStop | None, driving: asyncio.Task[None]
-    ) -> ThreadStop:
+        self,
+        thread: Thread,
+        before: ThreadStop | None,
+        run: AgentRun,
+        driving: asyncio.Task[None],
+    ) -> ThreadStop | None:
         """Cancel `driving` once the thread's stop mark is not the one it had when the turn
-        began (compared by value, not by time: processes' clocks differ)."""
-        while True:
-            await asyncio.sleep(STOP_POLL)
+        began (compared by value, not by time: processes' clocks differ), and again until the
+        run is stopping or the turn is over; None when the turn ended without a stop.
+
+        Every wait here ends when the turn does, so the watcher never outlives its turn by
+        more than the store call it is in: nobody has to cancel it.
+        """
+        while not driving.done():
+            await asyncio.wait([driving], timeout=STOP_POLL)
+            if driving.done():
+                break
             try:
                 stop = await self.store.thread_stop(thread.channel, thread.thread_ts)
             except StoreError:
                 continue  # The run goes on; the next poll may see the stop.
             if stop is not None and stop != before:
-                driving.cancel()
+                await _cancel_until_stopping(run, driving)
                 return stop
+        return None
 
     async def _stopped(
         self, run_id: str, thread: Thread, turn: AgentTurn, stop: ThreadStop
@@ -164,6 +187,16 @@ class Driver:
             turn,
             "Sorry, something went wrong on my side. The details are in the bot's log.",
         )
+
+
+async def _cancel_until_stopping(run: AgentRun, driving: asyncio.Task[None]) -> None:
+    """Cancel the turn, again every `STOP_POLL` while the run is still not stopping (the
+    cancellation was lost inside a store call), until the turn is over."""
+    driving.cancel()
+    while not driving.done():
+        await asyncio.wait([driving], timeout=STOP_POLL)
+        if not driving.done() and run.stoppable:
+            driving.cancel()
 
 
 def _reply_text(output: OutputEvent) -> str:

@@ -30,7 +30,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from blocks import ANYONE
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import CorruptRecordError, InteractionRecord, approval_of, approves
 
 from .._errors import HandbackError
 
@@ -184,7 +184,7 @@ class AnswerPolicy:
         again just before the run resumes (or a vote completes)."""
         if record.kind != "approval":
             return {}
-        if record.status == "answered" and _approves(record.answer):
+        if record.status == "answered" and approves(record.answer):
             voters = [vote.user for vote in record.votes]
             approvers = voters or ([record.answered_by] if record.answered_by else [])
         elif record.status == "pending":
@@ -256,12 +256,6 @@ class AnswerPolicy:
         if not await _may_approve(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."
         return None
-
-
-def _approves(answer: object) -> bool:
-    if isinstance(answer, dict):
-        return answer.get("approved") is True
-    return answer is True
 
 
 async def _may_approve(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -68,6 +68,28 @@ _HOME_EVENT: Final = "app_home_opened"
 _REASON_LIMIT: Final = 200
 
 
+_ID_LIMIT: Final = 255
+"""Characters an id may have: Slack's longest (a `block_id`, an `action_id`) are 255 at most."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+"""What no id holds: control characters (NUL among them) and surrogates, which are no text."""
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a surrogate (`\\ud83d`): a pair is an emoji, a lone one no text at all."""
+
+
+def _plain(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("an id holds a control character or is not valid text")
+    return value
+
+
+Id = Annotated[str, Field(max_length=_ID_LIMIT), AfterValidator(_plain)]
+"""An id Slack sends (user, channel, team, ts, event_id, trigger_id, action_ts, ...): short,
+printable text. Anything else is refused at the edge, before it reaches a log, a store key or
+a Lua script."""
+
+
 class _Model(BaseModel):
     # Strict: a number is not a string and a string is not a bool, as in Slack's own payloads.
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
@@ -76,22 +98,22 @@ class _Model(BaseModel):
 class _Named(_Model):
     """A user, channel, team or enterprise given as an object."""
 
-    id: str | None = None
+    id: Id | None = None
 
 
 class _Context(_Model):
     """Fields Bolt reads to build its context, at any level it looks: the wrong type in any of
     them makes Bolt raise before a listener runs."""
 
-    user: str | _Named | None = None
-    user_id: str | None = None
-    channel: str | _Named | None = None
-    channel_id: str | None = None
-    thread_ts: str | None = None
-    team: str | _Named | None = None
-    team_id: str | None = None
-    enterprise: str | _Named | None = None
-    enterprise_id: str | None = None
+    user: Id | _Named | None = None
+    user_id: Id | None = None
+    channel: Id | _Named | None = None
+    channel_id: Id | None = None
+    thread_ts: Id | None = None
+    team: Id | _Named | None = None
+    team_id: Id | None = None
+    enterprise: Id | _Named | None = None
+    enterprise_id: Id | None = None
     is_enterprise_install: bool | None = None
     authorizations: list[_Context] | None = None
 
@@ -107,9 +129,10 @@ class _ResponseUrl(_Model):
 class _Envelope(_Context):
     type: str
     is_ext_shared_channel: bool | None = None
-    context_team_id: str | None = None
-    context_enterprise_id: str | None = None
-    function_execution_id: str | None = None
+    context_team_id: Id | None = None
+    context_enterprise_id: Id | None = None
+    function_execution_id: Id | None = None
+    api_app_id: Id | None = None
     bot_access_token: str | None = None
     function_data: dict[str, Any] | None = None
     response_url: str | None = None
@@ -129,17 +152,17 @@ class PersonEvent(_Context):
     """A `message` or `app_mention` event: what decides whether it is a prompt, and where."""
 
     type: Literal["message", "app_mention"]
-    user: str | None = None
-    channel: str | None = None
-    ts: str | None = None
-    thread_ts: str | None = None
+    user: Id | None = None
+    channel: Id | None = None
+    ts: Id | None = None
+    thread_ts: Id | None = None
     text: str | None = None
-    subtype: str | None = None
-    channel_type: str | None = None
-    bot_id: str | None = None
+    subtype: Id | None = None
+    channel_type: Id | None = None
+    bot_id: Id | None = None
     bot_profile: dict[str, Any] | None = None
-    user_team: str | None = None
-    function_execution_id: str | None = None
+    user_team: Id | None = None
+    function_execution_id: Id | None = None
     bot_access_token: str | None = None
     inputs: dict[str, Any] | None = None
     message: _Nested | None = None
@@ -150,19 +173,19 @@ class SessionStopped(_Model):
     """`agent_session_stopped`: someone pressed stop on the thread's agent session."""
 
     type: Literal["agent_session_stopped"]
-    channel: Annotated[str, Field(min_length=1, max_length=64)]
-    thread_ts: Annotated[str, Field(min_length=1, max_length=64)]
-    user: Annotated[str, Field(min_length=1, max_length=64)]
-    user_team: str | None = None
+    channel: Annotated[Id, Field(min_length=1, max_length=64)]
+    thread_ts: Annotated[Id, Field(min_length=1, max_length=64)]
+    user: Annotated[Id, Field(min_length=1, max_length=64)]
+    user_team: Id | None = None
     """The workspace of the person who pressed stop, when Slack says (a shared channel)."""
-    team: str | None = None
-    streaming_message_ts: list[str] = []
-    event_ts: str | None = None
+    team: Id | None = None
+    streaming_message_ts: list[Id] = []
+    event_ts: Id | None = None
 
 
 class _StopCallback(_Envelope):
     type: Literal["event_callback"]
-    event_id: str | None = None
+    event_id: Id | None = None
     event: SessionStopped
 
 
@@ -179,15 +202,15 @@ class HomeOpened(_Model):
     """`app_home_opened`: someone opened one of the app's tabs (`home`, `messages`, `about`)."""
 
     type: Literal["app_home_opened"]
-    user: Annotated[str, Field(min_length=1, max_length=64)]
-    tab: Annotated[str, Field(max_length=64)] = ""
-    channel: str | None = None
-    event_ts: str | None = None
+    user: Annotated[Id, Field(min_length=1, max_length=64)]
+    tab: Annotated[Id, Field(max_length=64)] = ""
+    channel: Id | None = None
+    event_ts: Id | None = None
 
 
 class _HomeCallback(_Envelope):
     type: Literal["event_callback"]
-    event_id: str | None = None
+    event_id: Id | None = None
     event: HomeOpened
 
 
@@ -206,25 +229,26 @@ class _AnyEvent(_Model):
 
 class EventCallback(_Envelope):
     type: Literal["event_callback"]
-    event_id: str | None = None
+    event_id: Id | None = None
     event: _AnyEvent
 
 
 class _PersonCallback(_Envelope):
     type: Literal["event_callback"]
-    event_id: str | None = None
+    event_id: Id | None = None
     event: PersonEvent
 
 
 class _Container(_Model):
-    channel_id: str | None = None
-    message_ts: str | None = None
-    thread_ts: str | None = None
+    channel_id: Id | None = None
+    message_ts: Id | None = None
+    thread_ts: Id | None = None
 
 
 class _Action(_Model):
-    action_id: str
-    block_id: str | None = None
+    action_id: Id
+    block_id: Id | None = None
+    action_ts: Id | None = None
 
 
 class _State(_Model):
@@ -234,18 +258,18 @@ class _State(_Model):
 class _View(_Model):
     type: str
     """`modal`; Bolt reads it to tell workflow steps apart."""
-    id: str | None = None
-    callback_id: str
+    id: Id | None = None
+    callback_id: Id
     private_metadata: str | None = None
     blocks: list[dict[str, Any]] | None = None
     state: _State | None = None
-    team_id: str | None = None
-    app_installed_team_id: str | None = None
+    team_id: Id | None = None
+    app_installed_team_id: Id | None = None
 
 
 class _User(_Named):
-    id: str
-    team_id: str | None = None
+    id: Id
+    team_id: Id | None = None
 
 
 class BlockActions(_Envelope):
@@ -254,7 +278,7 @@ class BlockActions(_Envelope):
     actions: Annotated[list[_Action], Field(min_length=1)]
     channel: _Named | None = None
     container: _Container | None = None
-    trigger_id: str | None = None
+    trigger_id: Id | None = None
     view: _View | None = None
     state: _State | None = None
 
@@ -263,6 +287,7 @@ class ViewSubmission(_Envelope):
     type: Literal["view_submission"]
     user: _User
     view: _View
+    trigger_id: Id | None = None
 
 
 class SlashCommand(_Model):
@@ -270,12 +295,12 @@ class SlashCommand(_Model):
 
     command: Annotated[str, Field(pattern=r"^/[^\s]{1,80}$")]
     text: Annotated[str, Field(max_length=4000)] = ""
-    user_id: Annotated[str, Field(min_length=1, max_length=40)]
-    channel_id: Annotated[str, Field(min_length=1, max_length=40)]
-    trigger_id: Annotated[str, Field(min_length=1, max_length=200)]
-    team_id: str | None = None
-    enterprise_id: str | None = None
-    api_app_id: str | None = None
+    user_id: Annotated[Id, Field(min_length=1, max_length=40)]
+    channel_id: Annotated[Id, Field(min_length=1, max_length=40)]
+    trigger_id: Annotated[Id, Field(min_length=1, max_length=200)]
+    team_id: Id | None = None
+    enterprise_id: Id | None = None
+    api_app_id: Id | None = None
     response_url: str | None = None
     user_name: str | None = None
     channel_name: str | None = None
@@ -347,6 +372,15 @@ def _parse_json(text: str) -> dict[str, Any]:
     if _depth(value) > MAX_DEPTH:
         raise Misfit(f"the body nests deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _is_text(value: Any) -> bool:
+    """Whether every string in `value` is valid Unicode text (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_body(text: str, content_type: str | None) -> dict[str, Any]:
@@ -477,12 +511,16 @@ class SlackGate:
             return Refused(status=400, reason="the body is not UTF-8"), "", {}
         except Misfit as error:
             return Refused(status=400, reason=str(error)), "", {}
-        return check_payload(body), text, body
+        # Only a body that escapes a surrogate can hold a lone one (UTF-8 cannot encode it).
+        return check_payload(body, text_checked=not _SURROGATE_ESCAPE.search(text)), text, body
 
 
-def check_payload(body: dict[str, Any]) -> Refused | None:
+def check_payload(body: dict[str, Any], *, text_checked: bool = False) -> Refused | None:
     """None when Bolt may have `body`: it fits the models and a listener takes it; else what to
-    answer instead (an event's answer is its ack: Slack would send it again until it is one)."""
+    answer instead (an event's answer is its ack: Slack would send it again until it is one).
+
+    `text_checked`: the caller knows every string in `body` is valid text (no lone surrogate).
+    """
     kind = body.get("type")
     if kind is None and "command" in body:
         try:
@@ -496,6 +534,11 @@ def check_payload(body: dict[str, Any]) -> Refused | None:
     if model is None:
         shown = repr(kind)[:_REASON_LIMIT]
         return Refused(status=200, reason=f"no listener for payloads of type {shown}", misfit=False)
+    if not (text_checked or _is_text(body)):
+        # A lone surrogate cannot be written anywhere (UTF-8, a log line, a store): whatever
+        # field holds it, the payload is no text Slack would send.
+        status = 200 if model is EventCallback else 400
+        return Refused(status=status, reason=f"{kind} holds a lone surrogate, which is not text")
     try:
         _check(model, body)
         if model is EventCallback and body["event"]["type"] in _PERSON_EVENTS:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from state import CorruptRecordError, InteractionRecord, Store, approval_of
+from state import CorruptRecordError, InteractionRecord, Store, approval_of, approves
 
 from .. import _metrics
 from ._cards import Cards
@@ -102,12 +102,6 @@ def votes_needed(record: InteractionRecord, answer: Any) -> int:
         log.error("refusing an approval of %s: %s", record.interaction_id, error)
         raise Refusal(_RULE_UNREADABLE) from None
     return 1 if rule is None else rule.count
-
-
-def approves(answer: Any) -> bool:
-    if isinstance(answer, dict):
-        return answer.get("approved") is True
-    return answer is True
 
 
 def voted(record: InteractionRecord, user: str) -> bool:

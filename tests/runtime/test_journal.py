@@ -8,6 +8,7 @@ the store as its journal last saved it. test_crash_process.py does the same with
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from bot import RunNotPaused, Tool, current_call
 from bot.events import OutputEvent
 from bot.tools import ask_user
-from state import Store
+from state import RunRecord, Store
 
 from .conftest import CountingStore, Crash, events_of, last_tool_results, make_agent, script
 
@@ -216,6 +217,58 @@ async def test_a_call_from_a_fresh_model_turn_is_journaled(store: Store, idempot
     await agent(prompt="x").collect()
     # Even an idempotent call: a retry without the saved turn would ask the model again.
     assert counting.take() == ["save_run", "save_run", "save_run"]
+
+
+class _WatchesTheMark:
+    """The real store; when the save that marks a call started returns, it notes what the
+    process does next: whether the call's thread is already running on the loop's next turn,
+    and which store calls and tool lines come after."""
+
+    def __init__(self, store: Store, seen: list[str], looked: threading.Event) -> None:
+        self._store = store
+        self.seen = seen
+        self.looked = looked
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def save_run(self, run: RunRecord) -> None:
+        await self._store.save_run(run)
+        if run.status != "running" or not run.started or run.results:
+            self.seen.append("save_run")
+            return
+        self.seen.append("marked")
+
+        def next_turn() -> None:
+            threads = {t.name for t in threading.enumerate()}
+            self.seen.append(
+                "next turn: " + ("running" if "handback-tool-deploy" in threads else "not yet")
+            )
+            self.looked.set()
+
+        asyncio.get_running_loop().call_soon(next_turn)
+
+
+async def test_a_sync_call_is_started_in_the_same_turn_as_its_started_mark(store: Store) -> None:
+    """Between the "started" mark and the call there is nothing: not another store call, not
+    even a turn of the event loop (on a busy loop a turn can outlast the store's round trip,
+    and a kill in that gap would report interrupted a call that never began)."""
+    seen: list[str] = []
+    looked = threading.Event()
+    watching = _WatchesTheMark(store, seen, looked)
+
+    def deploy() -> str:
+        looked.wait(10)  # until the loop's next turn has looked
+        seen.append("deploy")
+        return "deployed"
+
+    tool = Tool(deploy, requires_approval=True)
+    agent = make_agent(watching, script({"name": "deploy", "arguments": {}}), [tool])  # type: ignore[arg-type]
+    (p,), paused, _ = await events_of(agent(prompt="x"))
+    seen.clear()
+    result = await agent(parent_id=paused.run_id, resume={p.interaction_id: True}).collect()
+    assert result.output == "done: deployed"
+    assert seen == ["marked", "next turn: running", "deploy", "save_run", "save_run"]
 
 
 async def test_an_output_event_is_rebuilt_for_a_replay(store: Store) -> None:

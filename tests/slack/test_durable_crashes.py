@@ -35,6 +35,7 @@ from .durable import (
     card_in,
     cards,
     interaction_id,
+    poll,
     sorry,
 )
 from .processes import Fleet, HookedSlack
@@ -300,6 +301,45 @@ async def test_kill_after_the_approved_tool_ran_before_the_resume_is_saved(
         await fleet.live[0].wait_idle()
         assert marks.count("deploy") == 1
         assert len(answers(slack, asked.ts)) == 2
+        assert sorry(slack) == []
+
+
+async def test_kill_as_the_approved_tool_is_shown_running_before_its_started_mark(
+    store_url: str, marks: Marks
+) -> None:
+    """(d, the other side of the mark) In an agent session the resumed turn shows the approved
+    deploy as running, and the bot dies the moment that reaches Slack: the last I/O before the
+    journal marks the call started. The restarted process's retry deploys once and answers with
+    the deploy's own result, not "interrupted"."""
+    async with (
+        HookedSlack(agent_view=True) as slack,
+        Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet,
+    ):
+        [first] = await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+        card = await card_in(slack, asked.ts)
+        await first.wait_idle()
+
+        def die_on_running(call: ApiCall) -> None:
+            chunks = str(call.args.get("chunks"))
+            if "in_progress" in chunks and "deploy" in chunks and first.alive:
+                slack.hooks.remove(die_on_running)
+                os.kill(first.pid, signal.SIGKILL)
+                raise ConnectionResetError("the bot is gone")
+
+        slack.hooks.append(die_on_running)
+        assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+        assert await fleet.first_to_exit() is first
+        assert marks.count("deploy") == 0
+
+        [second] = await fleet.start("all")
+        await poll(lambda: marks.count("deploy") >= 1, timeout=20, what="the deploy")
+        await second.wait_idle()
+        assert marks.pids("deploy") == [second.pid]
+        streamed = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if m.chunks]
+        assert "Tool said: deployed api to prod" in streamed
+        assert INTERRUPTED not in str(slack.bot_messages(thread_ts=asked.ts))
+        assert approved_by(slack, card, BOB)
         assert sorry(slack) == []
 
 

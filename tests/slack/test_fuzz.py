@@ -325,3 +325,66 @@ def test_hostile_events_and_submissions_get_a_clean_answer(target: Target) -> No
         _check(target, target.run(lambda: target.send(body, headers, sign=True)))
 
     case()
+
+
+_hostile_id = st.one_of(
+    st.text(max_size=8).map(lambda s: s + "\ud800"),
+    st.text(max_size=8).map(lambda s: "\udfff" + s),
+    st.text(max_size=8).map(lambda s: f"U0{s}\x00"),
+    st.just("U" * 10_000),
+)
+_event_ids = st.sampled_from(
+    [
+        ("event_id",),
+        ("team_id",),
+        ("api_app_id",),
+        ("event", "user"),
+        ("event", "channel"),
+        ("event", "ts"),
+        ("event", "thread_ts"),
+        ("event", "team"),
+        ("authorizations", 0, "user_id"),
+    ]
+)
+_click_ids = st.sampled_from(
+    [
+        ("trigger_id",),
+        ("api_app_id",),
+        ("team", "id"),
+        ("user", "id"),
+        ("user", "team_id"),
+        ("channel", "id"),
+        ("container", "message_ts"),
+        ("container", "channel_id"),
+        ("actions", 0, "action_ts"),
+        ("actions", 0, "block_id"),
+        ("actions", 0, "action_id"),
+    ]
+)
+
+
+def test_hostile_ids_get_a_4xx_or_an_ignored_event(target: Target) -> None:
+    """An id that is not valid text (a lone surrogate), holds a NUL, or is 10,000 characters
+    long: a signed event is acked and ignored, a signed click refused, never a 5xx."""
+
+    @_settings(max(EXAMPLES // 8, 20))
+    @given(kind=st.sampled_from(["event", "click"]), data=st.data())
+    def case(kind: str, data: st.DataObject) -> None:
+        value = data.draw(_hostile_id)
+        if kind == "event":
+            event = {"type": "app_mention", "user": ALICE, "text": "hi", "channel": CHANNEL}
+            event["ts"] = "1.000001"
+            envelope = target.slack.event_envelope(event)
+            body = json.dumps(_set(envelope, data.draw(_event_ids), value))
+            headers = JSON
+        else:
+            payload = _set(target.click, data.draw(_click_ids), value)
+            body = urlencode({"payload": json.dumps(payload)})
+            headers = FORM
+        said = len(target.slack.bot_messages())
+        status = target.run(lambda: target.send(body, headers, sign=True))
+        assert status == 200 if kind == "event" else 400 <= status < 500, status
+        _check(target, status)
+        assert len(target.slack.bot_messages()) == said, "a hostile event was taken as a prompt"
+
+    case()
