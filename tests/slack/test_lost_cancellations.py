@@ -22,7 +22,7 @@ from bot.testing import FunctionModel
 from state import Store, open_store
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL
+from .conftest import ALICE, CHANNEL
 
 pytestmark = pytest.mark.slow
 
@@ -157,11 +157,11 @@ async def test_a_stop_ends_a_turn_whose_cancellation_a_store_call_swallowed(
             async with asyncio.timeout(20):
                 await started.wait()
             started.clear()
-            assert (await slack.press_stop(BOB, CHANNEL, asked.ts)).status == 200
+            assert (await slack.press_stop(ALICE, CHANNEL, asked.ts)).status == 200
             async with asyncio.timeout(20):
                 await bot.drain()
             texts = [m.text for m in slack.bot_messages(thread_ts=asked.ts)]
-            assert texts[-1] == f"Stopped by <@{BOB}>.", texts
+            assert texts[-1] == f"Stopped by <@{ALICE}>.", texts
             assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
             assert _watchers() == []
         assert slow.swallowed > 0  # the store did lose cancellations
