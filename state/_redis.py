@@ -21,6 +21,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 
+from ._beat import Heartbeat
 from ._codec import (
     INTERACTION_OVERLAY,
     check_interaction_times,
@@ -64,6 +65,7 @@ from ._records import (
     ThreadTake,
 )
 from ._redis_answers import RedisAnswers
+from ._redis_beat import RedisHeartbeat, sync_client
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_grants import RedisGrants
 from ._redis_inbox import RedisInbox
@@ -316,8 +318,11 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         owns_client: bool = False,
         name: str = "redis",
         gate: CallGate | None = None,
+        url: str | None = None,
     ) -> None:
         self._client = client
+        self._url = url
+        """The URL it was opened from (`from_url`), for the heartbeat's client of its own."""
         try:
             self._keys = RedisKeys(prefix, cluster=isinstance(client, aioredis.RedisCluster))
             self._keys.namespace  # noqa: B018 - a prefix that cannot be tagged fails here
@@ -372,7 +377,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         name = mask_url(url)
         if options.cluster:
             cluster, gate = open_cluster(url, options)
-            return cls(cluster, prefix=prefix, owns_client=True, name=name, gate=gate)
+            return cls(cluster, prefix=prefix, owns_client=True, name=name, gate=gate, url=url)
         try:
             pool = aioredis.BlockingConnectionPool.from_url(
                 options.client_url,
@@ -389,7 +394,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             raise StoreURLError(f"`{mask_url(url)}` is not a usable Redis URL: {exc}") from exc
         # from_pool: the client owns the pool and disconnects it when closed.
         client = aioredis.Redis.from_pool(pool)
-        return cls(client, prefix=prefix, owns_client=True, name=name)
+        return cls(client, prefix=prefix, owns_client=True, name=name, url=url)
 
     def __repr__(self) -> str:
         cluster = ", cluster=True" if self._keys.cluster else ""
@@ -432,6 +437,10 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         if self._closed:
             raise StoreClosedError(f"{self!r} is closed")
         return self._client
+
+    def open_heartbeat(self) -> Heartbeat:
+        """A synchronous client of its own (`RedisHeartbeat`), not one of the pool's."""
+        return RedisHeartbeat(sync_client(self._live(), self._url), self._keys)
 
     @property
     def calls_waiting(self) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from ._beat import Heartbeat, Lost
 from ._codec import (
     INTERACTION_OVERLAY,
     check_interaction_times,
@@ -57,6 +58,7 @@ from ._records import (
 from ._sqlite_answers import ACQUIRE_THREAD as _ACQUIRE_THREAD
 from ._sqlite_answers import SELECT_STOP as _SELECT_STOP
 from ._sqlite_answers import SQLiteAnswers, decode_stop_row
+from ._sqlite_beat import SQLiteHeartbeat
 from ._sqlite_grants import GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_ix import IX_COLUMNS as _IX_COLUMNS
@@ -426,6 +428,19 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         if self._closed:
             raise StoreClosedError(f"{self!r} is closed")
         return self._conn
+
+    def open_heartbeat(self) -> Heartbeat:
+        """A connection of its own to the file; an in-memory database, which only this
+        connection sees, beats on the store's database thread (still no event loop)."""
+        self._live()
+        if self._path in ("", ":memory:") or self._path.startswith("file::memory:"):
+            conn, executor = self._conn, self._executor
+
+            def run(work: Callable[[sqlite3.Connection], Lost]) -> Lost:
+                return executor.submit(work, conn).result()
+
+            return SQLiteHeartbeat(run, lambda: None, self._path)
+        return SQLiteHeartbeat.on_file(self._path, busy_timeout=BUSY_TIMEOUT_MS / 1000)
 
     @property
     def calls_waiting(self) -> int:

@@ -110,12 +110,8 @@ class Driver:
                 await turn.tool(event)
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
-        # The run is in the store by now, so the thread may point at it: at once, or in a work
-        # item with the release of the lease, when its `done` (under the lease until then).
-        if slot.deferred:
-            slot.run_id = output.run_id
-        else:
-            await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        # The run is in the store by now, so the thread may point at it (under the lease).
+        await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
         if output.status.reason == "input_required":
             if turn is not None:
                 await turn.finish("suspended")

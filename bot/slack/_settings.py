@@ -7,16 +7,17 @@ message is one line naming the environment variable, so start-up never ends in a
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from state import THREAD_LEASE_TTL
+from state import LIVENESS_TTL
 
 from .._errors import HandbackError
-from ._worker import WORK_LEASE
+from ._liveness import STALL_LIMIT
 
 __all__ = ["ConfigError", "LogFormat", "LogLevel", "Settings", "load_settings"]
 
@@ -91,17 +92,18 @@ class Settings(BaseSettings):
     """Seconds (or `30m`, `24h`, `7d`) before a pending interaction expires."""
     handback_sweep_interval: Annotated[float, NoDecode] = 2.0
     """How often expired interactions, and runs answered but never resumed, are looked for."""
-    handback_work_lease: Annotated[float, NoDecode] = WORK_LEASE
-    """Seconds before work held by a process that stopped renewing it (it died) is taken by
-    another; live work renews its lease, so this never cuts work short."""
+    handback_liveness_ttl: Annotated[float, NoDecode] = LIVENESS_TTL
+    """Seconds a process keeps its work (inbox items, thread turns) after its last heartbeat:
+    a dead process's work moves on this long after it died. The heartbeat runs on a thread of
+    its own, so a busy process never loses its work; give every process of a store the same."""
+    handback_stall_limit: Annotated[float, NoDecode] = STALL_LIMIT
+    """Seconds the event loop may go without a turn before the heartbeat stops, so a stuck
+    (not just busy) process lets its work go to another."""
     handback_concurrency: int = Field(default=1000, ge=1, le=100_000)
     """Work items (turns, clicks) one process runs at once; more wait in the inbox."""
     handback_shutdown_grace: Annotated[float, NoDecode] = 30.0
     """Seconds running work may take to finish after SIGTERM; what is left is handed back to
     the inbox for another process."""
-    handback_thread_lease_ttl: Annotated[float, NoDecode] = THREAD_LEASE_TTL
-    """How long a thread stays blocked after the process running its turn died; a live
-    process refreshes its lease, so a long turn never loses it."""
     handback_slack_ui: SlackUi = "auto"
     """`auto`, `agent` or `classic` (see `SlackUi`)."""
     handback_log_level: LogLevel = "INFO"
@@ -172,8 +174,8 @@ class Settings(BaseSettings):
     @field_validator(
         "handback_interaction_ttl",
         "handback_sweep_interval",
-        "handback_thread_lease_ttl",
-        "handback_work_lease",
+        "handback_liveness_ttl",
+        "handback_stall_limit",
         "handback_shutdown_grace",
         mode="before",
     )
@@ -223,8 +225,22 @@ class Settings(BaseSettings):
         return self.slack_app_token is not None
 
 
+_REMOVED = {
+    "HANDBACK_WORK_LEASE": "HANDBACK_LIVENESS_TTL",
+    "HANDBACK_THREAD_LEASE_TTL": "HANDBACK_LIVENESS_TTL",
+}
+"""Settings that are gone, and the one that replaced each: one heartbeat per process now keeps
+its inbox items and its threads alike."""
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings from the environment; `ConfigError` names what is wrong."""
+    given = {name.upper() for name in os.environ} | {name.upper() for name in overrides}
+    for name, replacement in _REMOVED.items():
+        if name in given:
+            raise ConfigError(
+                f"{name} was removed: set {replacement} instead (see docs/operations.md)"
+            )
     try:
         return Settings(**overrides)
     except ValidationError as error:

@@ -32,7 +32,7 @@ SIZE = int(os.environ.get("HBTEST_BURST", "1000"))
 BURST_WAIT = float(os.environ.get("HBTEST_BURST_WAIT", "120"))
 """Seconds each half (cards, answers) may take before the test gives up."""
 DEPLOYED = "Tool said: deployed api to prod"
-DEFAULTS = {"HANDBACK_THREAD_LEASE_TTL": ""}
+DEFAULTS = {"HANDBACK_LIVENESS_TTL": ""}
 """`bot_env` shortens the thread lease for crash tests; this one runs with every default."""
 CLICK_ROUNDS = 3
 """How many times a person told "could not record" clicks again before the test gives up."""

@@ -247,8 +247,7 @@ async def _crashing_bot(
             slack_signing_secret=slack.signing_secret,
             slack_api_url=slack.api_url,
             handback_store=store_url,
-            handback_work_lease=0.2,
-            handback_thread_lease_ttl=0.5,
+            handback_liveness_ttl=0.5,
         )
         clock = Clock()
         bot = SlackBot(
