@@ -232,8 +232,12 @@ class ConversationStore(Protocol):
         step, whether the lease was won or not: a turn taking its lease learns which stop it
         starts from without another round trip."""
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
-        """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
+        """Free the thread's lease if `owner` still holds it; another owner's lease is kept.
+        With `run_id`, the thread points at that run from now on (as `set_thread_run`), in the
+        same round trip: a turn moves its thread on as it lets go of it."""
 
     async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
         """Mark the thread stopped (the last stop wins); kept `STOP_TTL` seconds."""

@@ -293,7 +293,10 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, stop}
 """
 
+# KEYS: the thread's lease, the thread; ARGV: the owner, the run it moves on to ('' for none),
+# the thread's TTL. The thread moves on with the release, in the same round trip.
 _RELEASE_THREAD = """
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
@@ -761,11 +764,16 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             held=bool(held), stop=None if stop is None else decode_stop(stop, key=stop_key)
         )
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
         await self._send(
             self._release_thread(
-                keys=[self._keys.thread_lease(channel, thread_ts)],
-                args=[owner],
+                keys=[
+                    self._keys.thread_lease(channel, thread_ts),
+                    self._keys.thread(channel, thread_ts),
+                ],
+                args=[owner, run_id or "", THREAD_TTL],
                 client=self._live(),
             )
         )

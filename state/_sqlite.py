@@ -685,13 +685,20 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         held, row = await self._call(lambda conn: _transaction(conn, partial(take, conn)))
         return ThreadTake(held=held, stop=decode_stop_row(row, channel, thread_ts))
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
-        await self._call(
-            lambda conn: conn.execute(
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
+        keep_until = time.time() + THREAD_TTL
+
+        def release(conn: sqlite3.Connection) -> None:
+            if run_id:
+                conn.execute(SET_THREAD_RUN, (channel, thread_ts, run_id, keep_until))
+            conn.execute(
                 "DELETE FROM thread_leases WHERE channel = ? AND thread_ts = ? AND owner = ?",
                 (channel, thread_ts, owner),
             )
-        )
+
+        await self._call(lambda conn: _transaction(conn, partial(release, conn)))
 
     async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
         params = (channel, thread_ts, encode_stop(stop).decode(), time.time() + STOP_TTL)

@@ -110,8 +110,9 @@ class Driver:
                 await turn.tool(event)
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
-        # The run is in the store by now, so the thread may point at it (under the lease).
-        await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        # The run is in the store by now: the thread points at it once the turn lets go of it
+        # (`ThreadTurns`, in the same round trip as the release of its lease).
+        slot.run_id = output.run_id
         if output.status.reason == "input_required":
             if turn is not None:
                 await turn.finish("suspended")

@@ -49,6 +49,9 @@ class Slot:
     """A turn under way with the thread's lease held (what `ThreadTurns.turn` gives)."""
 
     stop: ThreadStop | None = None
+    run_id: str | None = None
+    """The run the thread points at from the turn's end (set once the run is saved): moved on
+    with the release of the lease, in the same round trip."""
     """The thread's stop mark, read with the take that won the lease (with the claim, or
     `take_thread`)."""
 
@@ -153,15 +156,19 @@ class ThreadTurns:
             self.leased(hold, take)
         assert hold.take is not None
         try:
-            yield Slot(stop=hold.take.stop)
+            slot = Slot(stop=hold.take.stop)
+            yield slot
         finally:
             # Dropped from the heartbeat first: a beat that then finds it gone is no lapse.
             self.liveness.drop_thread(hold.lease)
             try:
-                await self.store.release_thread(channel, thread_ts, owner=owner)
+                await self.store.release_thread(channel, thread_ts, owner=owner, run_id=slot.run_id)
             except StoreError:
-                # The lease ends by itself within the liveness TTL; the turn's work is done.
+                # The lease ends by itself within the liveness TTL. A thread that did not move
+                # on to its run fails the work item, whose retry replays the run and moves it.
                 log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
+                if slot.run_id is not None:
+                    raise
 
 
 def _key(thread: Thread) -> tuple[str, str]:
