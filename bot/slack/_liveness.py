@@ -30,7 +30,7 @@ STALL_LIMIT = 30.0
 stuck, and its work should move on to one that is not."""
 
 _TURN_TICK = 1.0
-"""Seconds between the watchdog's marks that the loop turned."""
+"""Seconds between the watchdog's marks that the loop turned (less for a short stall limit)."""
 
 _OLD_LEASE = 5.0
 """The inbox lease of releases before the heartbeat (`HANDBACK_WORK_LEASE`'s default): their
@@ -200,4 +200,4 @@ class Liveness:
     async def _mark_turns(self) -> None:
         while True:
             self._turned = time.monotonic()
-            await asyncio.sleep(_TURN_TICK)
+            await asyncio.sleep(min(_TURN_TICK, self.stall_limit / 4))

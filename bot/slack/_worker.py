@@ -145,6 +145,8 @@ class Worker:
                 pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
                 continue
             pause = _OUTAGE_PAUSE_FIRST
+            if self._stopping.is_set():
+                break  # taken while stopping: left to lapse, another process takes them
             for item in taken:
                 self._start(item)
 
