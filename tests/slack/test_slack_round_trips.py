@@ -37,12 +37,13 @@ lease), the save, the lease's release (which points the thread at the run) and t
 `done`. Two more than before issue 19, which removed the inbox write's take for the worker and
 the lease's release with `done`: machinery for round-trip counts only."""
 
-MENTION_TRIPS = 10
+MENTION_TRIPS = 11
 """What a new message that pauses on a question costs, from its arrival to its card: the inbox
-write, the worker's `take`, the thread's lease (with its stop mark), the thread's run and its
-record (`get_thread_run`, `load_run`), the paused save, the add of the interaction (which says
-whether its card exists or it was answered already, so there is no read of it first), the card's
-ts, the lease's release (which points the thread at the run) and the item's `done`."""
+write, the worker's `take` (one more than before issue 19), the thread's lease (with its stop
+mark), the thread's run and its record (`get_thread_run`, `load_run`), the paused save, the
+thread's pointer (`set_thread_run`, before the card, so a crash in between still finds the run),
+the add of the interaction (which says whether its card exists or it was answered already, so
+there is no read of it first), the card's ts, the lease's release and the item's `done`."""
 
 STREAM_WRITES = 1
 """In an agent session the reply is streamed, and its message remembered (`set_run_stream`) as
@@ -262,7 +263,7 @@ async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_
     assert agent["HMGET"] == 0, agent
 
 
-async def test_a_mention_that_pauses_on_a_question_costs_ten_round_trips(
+async def test_a_mention_that_pauses_on_a_question_costs_eleven_round_trips(
     redis_store_url: str, slack: LocalSlack
 ) -> None:
     counted = await _mention_trips(redis_store_url, slack, agents.confirm_agent)
