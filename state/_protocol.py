@@ -280,8 +280,8 @@ class Inbox(Protocol):
     gets its 200 and worked from here at least once, by any process.
 
     An item is leased to one consumer at a time; a consumer that dies (or stops renewing its
-    lease with `extend`) loses it to the next `take` once the lease runs out, so work must be
-    safe to do twice. Items come out in enqueue order.
+    lease: a process's heartbeat, `open_heartbeat`, or `extend`) loses it to the next `take`
+    once the lease runs out, so work must be safe to do twice. Items come out in enqueue order.
     """
 
     async def enqueue(
