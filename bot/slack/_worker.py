@@ -38,7 +38,9 @@ MAX_ATTEMPTS = 8
 """An item handed out this many times without finishing is dropped with an error in the log: a
 payload that crashes every worker must not circle forever."""
 
-_TAKE_MOST = 64
+_TAKE_MOST = 16
+"""Items one take brings at most: a quarter of a Redis store's default pool, so one batch's first
+calls cannot fill it before the queue check sees them."""
 
 _QUEUE_LOOK = 0.01
 """Seconds between looks at the store's queue of calls while it has calls of this process
@@ -149,6 +151,10 @@ class Worker:
                 break  # taken while stopping: left to lapse, another process takes them
             for item in taken:
                 self._start(item)
+            if taken:
+                # The items just started make their first store calls before the next look at
+                # the store's queue, or it would look empty while they are about to fill it.
+                await asyncio.sleep(0)
 
     def kick(self) -> None:
         """Start what the inbox has ready now, without waiting for it to finish.
