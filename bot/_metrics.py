@@ -46,6 +46,7 @@ __all__ = [
     "WORK_ITEMS",
     "WORK_LATENCY_SECONDS",
     "WORK_TAKEN",
+    "WORK_TAKEN_OVER",
     "answer_refused",
     "http_middleware",
     "metrics_handler",
@@ -124,8 +125,7 @@ WORK_ITEMS: Final = Counter(
 )
 WORK_TAKEN: Final = Counter(
     "handback_work_taken",
-    "Inbox items a worker got, by kind and how: take (its own take from the store) or record "
-    "(the web side's inbox write in the same process took it for the worker, saving the take).",
+    "Inbox items a worker got, by kind and how: take (its take from the store).",
     ["kind", "by"],
     registry=REGISTRY,
 )
@@ -137,6 +137,16 @@ WORK_LATENCY_SECONDS: Final = Histogram(
     buckets=_WORK_BUCKETS,
     registry=REGISTRY,
 )
+WORK_TAKEN_OVER: Final = Counter(
+    "handback_work_taken_over",
+    "Inbox items taken from this process while it still ran them, by whom: another (a process's "
+    "take, seen by this one's heartbeat) or self (its own take got an item it still ran). Its "
+    "heartbeat keeps them its own however busy it is, so anything but 0 means it stopped "
+    "beating (a loop stalled past the watchdog, or the store unreachable past the liveness TTL).",
+    ["by"],
+    registry=REGISTRY,
+)
+
 RUNS_STARTED: Final = Counter(
     "handback_runs_started",
     "Agent runs started, by how: new (a first message), continue (a later message in the "

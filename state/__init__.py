@@ -4,6 +4,7 @@ audit log (Redis or SQLite)."""
 from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._approval import RULE_KEY, Approval, GrantScope, approval_of
 from ._approval_answer import ApprovalAnswer, approves, read_approval
+from ._beat import Heartbeat, Held, Lost
 from ._errors import (
     ApprovalRuleError,
     CorruptRecordError,
@@ -15,8 +16,8 @@ from ._errors import (
 )
 from ._grant import Grant, GrantClaim, grant_id_for, used_grant
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
-from ._inbox import Taker, WorkItem
-from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, THREAD_LEASE_TTL
+from ._inbox import WorkItem
+from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, LIVENESS_TTL
 from ._nudges import nudge_times
 from ._open import open_store, store_from_url
 from ._protocol import (
@@ -56,8 +57,8 @@ from ._sqlite import SQLiteStore
 __all__ = [
     "GRANT_GRACE",
     "HOME_VIEWER_TTL",
+    "LIVENESS_TTL",
     "RULE_KEY",
-    "THREAD_LEASE_TTL",
     "AnswerClaim",
     "AnswerSchemaError",
     "Approval",
@@ -73,12 +74,15 @@ __all__ = [
     "GrantScope",
     "GrantStore",
     "HandbackError",
+    "Heartbeat",
+    "Held",
     "HomeViewers",
     "Inbox",
     "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",
     "InteractionStore",
+    "Lost",
     "NestedRun",
     "Nudge",
     "NudgeKind",
@@ -95,7 +99,6 @@ __all__ = [
     "StoreError",
     "StoreReport",
     "StoreURLError",
-    "Taker",
     "ThreadLease",
     "ThreadStop",
     "ThreadTake",

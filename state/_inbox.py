@@ -13,13 +13,11 @@ from ._errors import CorruptRecordError, UsageError
 from ._records import InteractionRecord
 
 __all__ = [
-    "Taker",
     "WorkItem",
     "check_consumer",
     "check_dedupe",
     "check_item_ids",
     "check_take",
-    "check_taker",
     "decode_body",
     "encode_body",
     "lease_seconds",
@@ -50,24 +48,6 @@ class WorkItem:
     with the enqueue; SQLite: with the take), so its worker need not read it again: as stored no
     earlier than the item was added and no later than it was taken. None without `about`, or
     when the store had no such interaction then. Only a claim tells what it is now."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Taker:
-    """A consumer of this process that takes work with the enqueues: the write that records
-    items also leases the oldest new items (undelivered, in enqueue order; maybe older than the
-    ones written) to `consumer`, up to its `room`, in the same round trip. What it took is its
-    own exactly as from `take`: renewed with `extend`, recovered by another consumer once the
-    lease lapses."""
-
-    consumer: str
-    lease: float
-    """Seconds, as `take`'s `lease`."""
-    room: Callable[[], int]
-    """How many items it can start now (0: take nothing); asked as the write is sent."""
-    accept: Callable[[list[WorkItem]], None]
-    """Gets the items taken (maybe none) once the write is done, before any enqueue of it
-    returns; it must not raise."""
 
 
 def encode_body(body: dict[str, Any]) -> str:
@@ -125,13 +105,6 @@ def check_take(consumer: str, count: int, lease: float, block: float) -> None:
     lease_seconds(lease)
     if not (isinstance(block, int | float) and math.isfinite(block) and block >= 0):
         raise UsageError(f"`block` must be zero or a positive number of seconds, got {block!r}")
-
-
-def check_taker(taker: Taker) -> None:
-    if not isinstance(taker, Taker):
-        raise UsageError(f"`taker` must be a Taker or None, got {taker!r}")
-    check_consumer(taker.consumer)
-    lease_seconds(taker.lease)
 
 
 def millis(seconds: float) -> int:

@@ -19,13 +19,13 @@ __all__ = [
     "HOME_VIEWER_TTL",
     "INBOX_GROUP",
     "INTERACTION_GRACE",
+    "LIVENESS_TTL",
     "LONGEST_WAIT",
     "PRUNE_EVERY",
     "RUN_TTL",
     "SETTLED_TTL",
     "STOP_TTL",
     "STREAM_TTL",
-    "THREAD_LEASE_TTL",
     "THREAD_TTL",
     "RedisKeys",
     "hash_tag",
@@ -44,10 +44,10 @@ conversations start afresh rather than keep a transcript in memory forever. Refr
 THREAD_TTL = RUN_TTL
 """A thread points at its last run, so it lives exactly as long as that run does."""
 
-THREAD_LEASE_TTL = 60.0
-"""A thread's turns run one at a time across processes under a lease this long (seconds). The
-holder refreshes it while the turn runs, so it only bounds how long a crashed process blocks
-its thread; a turn is never cut short by it."""
+LIVENESS_TTL = 15.0
+"""Seconds a process keeps what it holds (its inbox items, its threads' turns) after its last
+heartbeat (`Inbox.open_heartbeat`): how long a dead process's work waits for another, never how
+long work may take. Every process on one store should use the same value."""
 
 STOP_TTL = 3600
 """A stop mark outlives the turn it stopped by an hour: the retry of a turn whose process died

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._beat import Heartbeat
 from ._grant import Grant, GrantClaim
-from ._inbox import Taker, WorkItem
+from ._inbox import WorkItem
 from ._records import (
     AnswerClaim,
     AuditEntry,
@@ -232,8 +233,12 @@ class ConversationStore(Protocol):
         starts from without another round trip. A won lease with `initiator` also records who
         started the turn (`thread_initiator`, kept as long as the thread's run pointer)."""
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
-        """Free the thread's lease if `owner` still holds it; another owner's lease is kept."""
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
+        """Free the thread's lease if `owner` still holds it; another owner's lease is kept.
+        With `run_id`, the thread points at that run from now on (as `set_thread_run`), in the
+        same round trip: a turn moves its thread on as it lets go of it."""
 
     async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
         """Mark the thread stopped (the last stop wins); kept `STOP_TTL` seconds."""
@@ -280,16 +285,9 @@ class Inbox(Protocol):
     gets its 200 and worked from here at least once, by any process.
 
     An item is leased to one consumer at a time; a consumer that dies (or stops renewing its
-    lease with `extend`) loses it to the next `take` once the lease runs out, so work must be
-    safe to do twice. Items come out in enqueue order.
+    lease: a process's heartbeat, `open_heartbeat`, or `extend`) loses it to the next `take`
+    once the lease runs out, so work must be safe to do twice. Items come out in enqueue order.
     """
-
-    @property
-    def enqueue_takes(self) -> bool:
-        """Whether an app's inbox writes should take work for its worker (`enqueue(taker=)`):
-        where a `take` of its own is a network round trip (Redis), not where it is a call on the
-        store's own database thread (SQLite), which the write, and the ack waiting for it, would
-        then do too."""
 
     async def enqueue(
         self,
@@ -298,16 +296,13 @@ class Inbox(Protocol):
         *,
         dedupe: str | None = None,
         about: str | None = None,
-        taker: Taker | None = None,
     ) -> str | None:
         """Durably add an item (one round trip); its id, or None when `dedupe` (e.g. Slack's
         event_id) was already enqueued within `DELIVERY_TTL`.
 
         The dedupe mark and the item are written atomically (one Lua script on Redis, one
         transaction on SQLite): a failed write leaves no mark, so Slack's redelivery of work we
-        could not record is not dropped. With a `taker`, the same write leases it the oldest new
-        items, up to its room, and hands them to it (the items of a batch written together go
-        to the first taker among them).
+        could not record is not dropped.
 
         `about` names the interaction a click or a modal answer is about: the item comes with it
         (`WorkItem.interaction`), read in a round trip the item makes anyway, so the worker
@@ -335,6 +330,10 @@ class Inbox(Protocol):
 
     async def inbox_size(self) -> int:
         """Items not done yet (waiting or leased)."""
+
+    def open_heartbeat(self) -> Heartbeat:
+        """A connection of its own to the store, for a thread that keeps this process's items
+        and thread leases alive (`Heartbeat.beat`) however busy its event loop is."""
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 
+from ._beat import Heartbeat
 from ._codec import (
     INTERACTION_OVERLAY,
     check_interaction_times,
@@ -64,6 +65,7 @@ from ._records import (
     ThreadTake,
 )
 from ._redis_answers import RedisAnswers
+from ._redis_beat import RedisHeartbeat, sync_client
 from ._redis_cluster import CallGate, RedisClient, open_cluster
 from ._redis_grants import RedisGrants
 from ._redis_inbox import RedisInbox
@@ -294,7 +296,10 @@ if ARGV[3] ~= '' then redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[4]) end
 return {1, stop}
 """
 
+# KEYS: the thread's lease, the thread; ARGV: the owner, the run it moves on to ('' for none),
+# the thread's TTL. The thread moves on with the release, in the same round trip.
 _RELEASE_THREAD = """
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
@@ -319,8 +324,11 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         owns_client: bool = False,
         name: str = "redis",
         gate: CallGate | None = None,
+        url: str | None = None,
     ) -> None:
         self._client = client
+        self._url = url
+        """The URL it was opened from (`from_url`), for the heartbeat's client of its own."""
         try:
             self._keys = RedisKeys(prefix, cluster=isinstance(client, aioredis.RedisCluster))
             self._keys.namespace  # noqa: B018 - a prefix that cannot be tagged fails here
@@ -375,7 +383,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         name = mask_url(url)
         if options.cluster:
             cluster, gate = open_cluster(url, options)
-            return cls(cluster, prefix=prefix, owns_client=True, name=name, gate=gate)
+            return cls(cluster, prefix=prefix, owns_client=True, name=name, gate=gate, url=url)
         try:
             pool = aioredis.BlockingConnectionPool.from_url(
                 options.client_url,
@@ -392,7 +400,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             raise StoreURLError(f"`{mask_url(url)}` is not a usable Redis URL: {exc}") from exc
         # from_pool: the client owns the pool and disconnects it when closed.
         client = aioredis.Redis.from_pool(pool)
-        return cls(client, prefix=prefix, owns_client=True, name=name)
+        return cls(client, prefix=prefix, owns_client=True, name=name, url=url)
 
     def __repr__(self) -> str:
         cluster = ", cluster=True" if self._keys.cluster else ""
@@ -435,6 +443,10 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         if self._closed:
             raise StoreClosedError(f"{self!r} is closed")
         return self._client
+
+    def open_heartbeat(self) -> Heartbeat:
+        """A synchronous client of its own (`RedisHeartbeat`), not one of the pool's."""
+        return RedisHeartbeat(sync_client(self._live(), self._url), self._keys)
 
     @property
     def calls_waiting(self) -> int:
@@ -759,11 +771,16 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             held=bool(held), stop=None if stop is None else decode_stop(stop, key=stop_key)
         )
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
         await self._send(
             self._release_thread(
-                keys=[self._keys.thread_lease(channel, thread_ts)],
-                args=[owner],
+                keys=[
+                    self._keys.thread_lease(channel, thread_ts),
+                    self._keys.thread(channel, thread_ts),
+                ],
+                args=[owner, run_id or "", THREAD_TTL],
                 client=self._live(),
             )
         )

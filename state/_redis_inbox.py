@@ -17,13 +17,11 @@ from ._codec import text
 from ._errors import CorruptRecordError
 from ._group_commit import GroupCommit
 from ._inbox import (
-    Taker,
     WorkItem,
     check_consumer,
     check_dedupe,
     check_item_ids,
     check_take,
-    check_taker,
     decode_body,
     encode_body,
     lease_seconds,
@@ -40,9 +38,8 @@ __all__ = ["RedisInbox"]
 
 _ENTRY_ID = re.compile(r"\d+-\d+")
 
-_Enqueue = tuple[str, str, str | None, str | None, Taker | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about,
-who takes with it."""
+_Enqueue = tuple[str, str, str | None, str | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about."""
 
 # The group starts at id 0, not `$`: items enqueued before any consumer ever took (a fresh Redis,
 # workers started after the app) must be delivered too. Entries leave the stream when done, so
@@ -51,24 +48,19 @@ who takes with it."""
 _ENSURE_GROUP = "redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')\n"
 
 # KEYS: the stream, then the dedupe marks and the interactions of the batch; ARGV: the marks'
-# TTL, the group, the taking consumer and how many new items it takes (0: none), then per item
-# its kind, its body, and the index in KEYS of its mark and of the interaction it is about (0:
-# none). An item's XADD is its first write: if Redis refuses the batch's first write (out of
-# memory), the script stops having written nothing, so no mark is left for an item that was not
-# recorded and Slack's redelivery of it is accepted; once a script has written, Redis lets it
-# finish, so the group is made (pcall: BUSYGROUP once it exists) and read only after the XADDs.
-# A mark is checked before and set after its item; a script runs alone, so no other enqueue can
-# come in between, and a second item of the batch with the same mark is a repeat. The
-# interaction an item is about rides in the entry (`ix`: its fields as `read_ix` reads them,
-# JSON), so whoever takes the item has it without reading it again. The read is `take`'s second
-# half: the oldest undelivered entries (maybe older than this batch's), now pending for the
-# consumer like any it took; expired leases are left to `take`. Non-blocking, as a script must
-# be; clients blocked on the stream are served after the script, so they never see what it took.
+# TTL, then per item its kind, its body, and the index in KEYS of its mark and of the
+# interaction it is about (0: none). An item's XADD is its first write: if Redis refuses the
+# batch's first write (out of memory), the script stops having written nothing, so no mark is
+# left for an item that was not recorded and Slack's redelivery of it is accepted. A mark is
+# checked before and set after its item; a script runs alone, so no other enqueue can come in
+# between, and a second item of the batch with the same mark is a repeat. The interaction an
+# item is about rides in the entry (`ix`: its fields as `read_ix` reads them, JSON), so whoever
+# takes the item has it without reading it again.
 _ENQUEUE = (
     LUA_READ_IX
     + """
 local ids = {}
-for i = 5, #ARGV, 4 do
+for i = 2, #ARGV, 4 do
   local mark, about = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if mark > 0 and redis.call('EXISTS', KEYS[mark]) == 1 then
     ids[#ids + 1] = false
@@ -82,14 +74,7 @@ for i = 5, #ARGV, 4 do
     if mark > 0 then redis.call('SET', KEYS[mark], '1', 'NX', 'EX', ARGV[1]) end
   end
 end
-local taken = {}
-if tonumber(ARGV[4]) > 0 then
-  redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[2], '0', 'MKSTREAM')
-  local r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4],
-                       'STREAMS', KEYS[1], '>')
-  if r then taken = r[1][2] end
-end
-return {ids, taken}
+return ids
 """
 )
 
@@ -170,9 +155,6 @@ class RedisInbox(RedisPart):
 
     _enqueues: GroupCommit[_Enqueue, str | None]
 
-    enqueue_takes = True
-    """A take of the worker's own is a round trip: the enqueue that precedes an ack saves it."""
-
     def _register_inbox(self, client: RedisClient) -> None:
         self._enqueue_script = client.register_script(_ENQUEUE)
         self._take_script = client.register_script(_TAKE)
@@ -187,27 +169,17 @@ class RedisInbox(RedisPart):
         *,
         dedupe: str | None = None,
         about: str | None = None,
-        taker: Taker | None = None,
     ) -> str | None:
-        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`), the read of the interaction it
-        is `about` and the `taker`'s XREADGROUP in the same script, which also writes the
-        enqueues that arrive with this one."""
+        """XADD, with the dedupe mark (SET EX `DELIVERY_TTL`) and the read of the interaction
+        it is `about` in the same script, which also writes the enqueues that arrive with this
+        one."""
         check_dedupe(kind, dedupe, about)
-        if taker is not None:
-            check_taker(taker)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe, about, taker))
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, about))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
-        taker = next((item[4] for item in items if item[4] is not None), None)
-        room = 0 if taker is None else taker.room()
         keys = [self._keys.inbox]
-        args: list[str | int] = [
-            DELIVERY_TTL,
-            INBOX_GROUP,
-            "" if taker is None else taker.consumer,
-            max(0, room),
-        ]
-        for kind, body, dedupe, about, _ in items:
+        args: list[str | int] = [DELIVERY_TTL]
+        for kind, body, dedupe, about in items:
             mark = ix = 0
             if dedupe is not None:
                 keys.append(self._keys.inbox_seen(dedupe))
@@ -216,23 +188,8 @@ class RedisInbox(RedisPart):
                 keys.append(self._keys.interaction(about))
                 ix = len(keys)
             args += [kind, body, mark, ix]
-        reply = await self._send(self._enqueue_script(keys=keys, args=args, client=self._live()))
-        item_ids, taken = reply
-        if taker is not None:
-            taker.accept(self._taken_items(taken))
+        item_ids = await self._send(self._enqueue_script(keys=keys, args=args, client=self._live()))
         return [None if item_id is None else text(item_id) for item_id in item_ids]
-
-    def _taken_items(self, entries: Any) -> list[WorkItem]:
-        """The entries an enqueue took. One that does not read as an item is left pending: its
-        lease lapses and a `take` reports it, instead of the write that recorded other items
-        failing."""
-        items: list[WorkItem] = []
-        for entry in entries:
-            try:
-                items.append(self._item(entry[0], entry[1], 1))
-            except CorruptRecordError:
-                continue
-        return items
 
     async def take(
         self, consumer: str, *, count: int = 16, lease: float = 5.0, block: float = 0.0

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from ._beat import Heartbeat, Lost
 from ._codec import (
     INTERACTION_OVERLAY,
     check_interaction_times,
@@ -57,6 +58,7 @@ from ._records import (
 from ._sqlite_answers import ACQUIRE_THREAD as _ACQUIRE_THREAD
 from ._sqlite_answers import SELECT_STOP as _SELECT_STOP
 from ._sqlite_answers import SQLiteAnswers, decode_stop_row
+from ._sqlite_beat import SQLiteHeartbeat
 from ._sqlite_grants import GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
 from ._sqlite_ix import IX_COLUMNS as _IX_COLUMNS
@@ -443,6 +445,19 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             raise StoreClosedError(f"{self!r} is closed")
         return self._conn
 
+    def open_heartbeat(self) -> Heartbeat:
+        """A connection of its own to the file; an in-memory database, which only this
+        connection sees, beats on the store's database thread (still no event loop)."""
+        self._live()
+        if self._path in ("", ":memory:") or self._path.startswith("file::memory:"):
+            conn, executor = self._conn, self._executor
+
+            def run(work: Callable[[sqlite3.Connection], Lost]) -> Lost:
+                return executor.submit(work, conn).result()
+
+            return SQLiteHeartbeat(run, lambda: None, self._path)
+        return SQLiteHeartbeat.on_file(self._path, busy_timeout=BUSY_TIMEOUT_MS / 1000)
+
     @property
     def calls_waiting(self) -> int:
         """Calls queued behind the one the database thread runs."""
@@ -688,13 +703,20 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         held, row = await self._call(lambda conn: _transaction(conn, partial(take, conn)))
         return ThreadTake(held=held, stop=decode_stop_row(row, channel, thread_ts))
 
-    async def release_thread(self, channel: str, thread_ts: str, *, owner: str) -> None:
-        await self._call(
-            lambda conn: conn.execute(
+    async def release_thread(
+        self, channel: str, thread_ts: str, *, owner: str, run_id: str | None = None
+    ) -> None:
+        keep_until = time.time() + THREAD_TTL
+
+        def release(conn: sqlite3.Connection) -> None:
+            if run_id:
+                conn.execute(SET_THREAD_RUN, (channel, thread_ts, run_id, keep_until))
+            conn.execute(
                 "DELETE FROM thread_leases WHERE channel = ? AND thread_ts = ? AND owner = ?",
                 (channel, thread_ts, owner),
             )
-        )
+
+        await self._call(lambda conn: _transaction(conn, partial(release, conn)))
 
     async def stop_thread(self, channel: str, thread_ts: str, stop: ThreadStop) -> None:
         params = (channel, thread_ts, encode_stop(stop).decode(), time.time() + STOP_TTL)

@@ -19,13 +19,11 @@ from typing import Any
 from ._errors import CorruptRecordError
 from ._group_commit import GroupCommit
 from ._inbox import (
-    Taker,
     WorkItem,
     check_consumer,
     check_dedupe,
     check_item_ids,
     check_take,
-    check_taker,
     decode_body,
     encode_body,
     lease_seconds,
@@ -88,27 +86,19 @@ WHERE inbox_seen.keep_until <= ?
 """
 
 
-_Enqueue = tuple[str, str, str | None, str | None, Taker | None]
-"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about,
-who takes with it."""
-
-_Take = tuple[str, int, float]
-"""Who takes with an enqueue: the consumer, how many items, the lease in seconds."""
+_Enqueue = tuple[str, str, str | None, str | None]
+"""An item to enqueue: its kind, its encoded body, its dedupe key, the interaction it is about."""
 
 
-def _enqueue(
-    conn: sqlite3.Connection, items: Sequence[_Enqueue], take: _Take | None
-) -> tuple[list[str | None], list[Any]]:
+def _enqueue(conn: sqlite3.Connection, items: Sequence[_Enqueue]) -> list[str | None]:
     """The marks and the rows of a batch in one transaction: if a row cannot be written, no
     mark is, and Slack's redelivery of the item is accepted. A second item with a dedupe key
-    already in the batch is a repeat, as it would be in the next transaction. With `take`
-    (consumer, count, lease), the oldest unleased rows (maybe older than the batch's) are leased
-    to that consumer in the same transaction; expired leases are left to `take`."""
+    already in the batch is a repeat, as it would be in the next transaction."""
 
-    def write() -> tuple[list[str | None], list[Any]]:
+    def write() -> list[str | None]:
         now = time.time()
         ids: list[str | None] = []
-        for kind, body, dedupe, about, _ in items:
+        for kind, body, dedupe, about in items:
             if dedupe is not None:
                 marked = conn.execute(_MARK_SEEN, (dedupe, now + DELIVERY_TTL, now)).rowcount
                 if marked != 1:
@@ -116,11 +106,7 @@ def _enqueue(
                     continue
             cursor = conn.execute(_INSERT, (kind, body, now, about))
             ids.append(str(cursor.lastrowid))
-        if take is None:
-            return ids, []
-        consumer, count, lease = take
-        seqs = [row[0] for row in conn.execute(_WAITING, (count,))]
-        return ids, _lease(conn, seqs, consumer=consumer, until=now + lease)
+        return ids
 
     return transaction(conn, write)
 
@@ -183,11 +169,6 @@ class SQLiteInbox(SQLitePart):
     _inbox_waiters: set[asyncio.Event]
     _enqueues: GroupCommit[_Enqueue, str | None]
 
-    enqueue_takes = False
-    """A take is a call on the local database thread, not a round trip; taking in the enqueue
-    made every ack wait for more (50 clicks at once: ack p99 1.58-1.62x a bare Bolt app's with
-    it, 1.38x without, the work in the same process)."""
-
     def _init_inbox(self) -> None:
         self._inbox_waiters = set()
         self._enqueues = GroupCommit(self._write_enqueues)
@@ -199,25 +180,16 @@ class SQLiteInbox(SQLitePart):
         *,
         dedupe: str | None = None,
         about: str | None = None,
-        taker: Taker | None = None,
     ) -> str | None:
-        """Written with the enqueues that arrive with it, in one transaction, which also leases
-        the `taker` its items; the interaction it is `about` is read when it is taken (in the
-        transaction that leases it)."""
+        """Written with the enqueues that arrive with it, in one transaction; the interaction
+        it is `about` is read when it is taken (in the transaction that leases it)."""
         check_dedupe(kind, dedupe, about)
-        if taker is not None:
-            check_taker(taker)
-        return await self._enqueues.submit((kind, encode_body(body), dedupe, about, taker))
+        return await self._enqueues.submit((kind, encode_body(body), dedupe, about))
 
     async def _write_enqueues(self, items: Sequence[_Enqueue]) -> list[str | None]:
-        taker = next((item[4] for item in items if item[4] is not None), None)
-        room = 0 if taker is None else max(0, taker.room())
-        take = None if taker is None or room == 0 else (taker.consumer, room, taker.lease)
-        item_ids, rows = await self._call(partial(_enqueue, items=items, take=take))
-        if taker is not None:
-            taker.accept(_taken_items(rows))
-        # A blocking take of this process looks again, unless the taker took every new row.
-        if len(rows) == room and any(item_id is not None for item_id in item_ids):
+        item_ids = await self._call(partial(_enqueue, items=items))
+        # A blocking take of this process looks again at once.
+        if any(item_id is not None for item_id in item_ids):
             for waiter in self._inbox_waiters:
                 waiter.set()
         return item_ids
@@ -282,18 +254,6 @@ class SQLiteInbox(SQLitePart):
     async def inbox_size(self) -> int:
         row = await self._call(lambda conn: conn.execute("SELECT count(*) FROM inbox").fetchone())
         return int(row[0])
-
-
-def _taken_items(rows: list[Any]) -> list[WorkItem]:
-    """The rows an enqueue took. One that does not read as an item stays leased: its lease
-    lapses and a `take` reports it, instead of the write that recorded other items failing."""
-    items: list[WorkItem] = []
-    for row in rows:
-        try:
-            items.append(_item(row))
-        except CorruptRecordError:
-            continue
-    return items
 
 
 def _item(row: tuple[Any, ...]) -> WorkItem:

@@ -25,7 +25,6 @@ from state import (
     InteractionStatus,
     Store,
     StoreError,
-    ThreadLease,
     ThreadTake,
     TurnClaim,
     approval_of,
@@ -553,10 +552,9 @@ class Answers:
         stored, now = claim.record, self.clock()
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
-            hold.leased = True
             # The stop mark the resumed turn starts from came with the claim, read before
             # anything could show `processing`: the turn needs no read of its own.
-            hold.take = ThreadTake(held=True, stop=claim.stop)
+            self.conversations.turns.leased(hold, ThreadTake(held=True, stop=claim.stop))
             try:
                 await self.conversations.cards.show_closed(stored)
             except BaseException:
@@ -654,14 +652,11 @@ class Answers:
         ]
         turn = None
         if child_id is not None and hold is not None:
-            lease = ThreadLease(
-                channel=hold.thread.channel, thread_ts=hold.thread.thread_ts, owner=hold.owner
-            )
             turn = TurnClaim(
                 run_id=record.run_id,
                 child_id=child_id,
-                lease=lease,
-                lease_ttl=self.conversations.lease_ttl,
+                lease=hold.lease,
+                lease_ttl=self.conversations.turns.lease_ttl,
             )
         return await self.store.answer_and_claim(
             record.interaction_id,

@@ -45,6 +45,7 @@ from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
 from ._heap import freeze_startup_heap
 from ._home import Home
+from ._liveness import Liveness
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
 from ._settings import Settings
@@ -85,11 +86,6 @@ _SERVER_ERROR_PAUSE = 0.3
 
 _RECORD_WAIT = 2.0
 """Seconds the ack may wait for the inbox write: Slack gives up on a response after 3."""
-
-_SETTLE = 0.003
-"""Seconds after the last Slack request was answered during which the worker still starts no new
-work: the requests of a burst arrive a little apart, and work started in a gap delays the acks
-of the rest."""
 
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
@@ -154,6 +150,10 @@ class SlackBot:
         # fresh (at most seconds old) when a claim or a resume checks its approvals again.
         fresh = members or fresh_group_members(self.client, clock=clock)
         members = members or slack_group_members(self.client)
+        self.liveness = Liveness(
+            store, ttl=settings.handback_liveness_ttl, stall_limit=settings.handback_stall_limit
+        )
+        """This process's heartbeat: it keeps the work items and thread turns it runs."""
         self.conversations = Conversations(
             agent=agent,
             store=store,
@@ -162,7 +162,7 @@ class SlackBot:
             clock=clock,
             policy=self.policy,
             members=members,
-            lease_ttl=settings.handback_thread_lease_ttl,
+            liveness=self.liveness,
         )
         # A grant is used only if its giver may approve now, read as the resume's re-check
         # reads it: otherwise the thread is told a call runs that the re-check then withdraws.
@@ -207,20 +207,10 @@ class SlackBot:
         self.worker = Worker(
             store=store,
             handle=self.dispatch.work,
-            lease=settings.handback_work_lease,
+            liveness=self.liveness,
             concurrency=settings.handback_concurrency,
-            yield_to=self._answering,
         )
-        self._recording = 0
-        """Slack requests being answered (over HTTP) or written to the inbox right now; the
-        worker starts no new work while there are some (for at most a moment)."""
-        self._answered_at = 0.0
-        """`time.monotonic()` when the last one was answered."""
         self.role = role
-        # Inbox writes take work for this process's worker where that saves a round trip.
-        self._taker = None if role == "web" or not store.enqueue_takes else self.worker.taker
-        """The inbox writes take work for this process's worker, when there is one: the work of
-        a click starts without a `take` of its own."""
         self._loops = loops
         """Whether `start()` runs the sweeper and the inbox worker; tests call `drain()` instead."""
         self._sweeper_task: asyncio.Task[None] | None = None
@@ -261,6 +251,7 @@ class SlackBot:
             self.client.session = aiohttp.ClientSession()
         if self.role == "web":
             return
+        await self.liveness.start()
         if self._loops and self._sweeper_task is None:
             self._sweeper_task = asyncio.create_task(
                 self.sweeper.run_forever(), name="handback-sweeper"
@@ -284,6 +275,7 @@ class SlackBot:
         if self._worker_task is not None:
             await asyncio.gather(self._worker_task, return_exceptions=True)
         await self.tasks.aclose()
+        await self.liveness.aclose()
         session = getattr(self.client, "session", None)
         if session is not None and not session.closed:
             await session.close()
@@ -295,10 +287,6 @@ class SlackBot:
             ran = 0 if self.role == "web" else await self.worker.run_until_idle()
             if not ran and not self.tasks.busy:
                 return
-
-    def _answering(self) -> bool:
-        """Whether Slack requests are being answered (or just were): new work waits."""
-        return self._recording > 0 or time.monotonic() - self._answered_at < _SETTLE
 
     async def _expire_later(self, record: InteractionRecord) -> None:
         self.tasks.spawn(self.sweeper.expire(record), name=f"expire-{record.interaction_id}")
@@ -318,15 +306,7 @@ class SlackBot:
             secret = self.settings.slack_signing_secret
             gate = SlackGate(secret.get_secret_value() if secret else None, self.app.async_dispatch)
 
-            async def handle(request: web.Request) -> web.StreamResponse:
-                self._recording += 1  # the worker takes no new work until it is answered
-                try:
-                    return await gate.handle(request)
-                finally:
-                    self._recording -= 1
-                    self._answered_at = time.monotonic()
-
-            application.router.add_post("/slack/events", handle)
+            application.router.add_post("/slack/events", gate.handle)
         application.router.add_get("/healthz", self._healthz)
         return application
 
@@ -430,7 +410,6 @@ class SlackBot:
         A click names the interaction it is `about`, which the store reads with the write, so
         the worker checks it without a read of its own.
         """
-        self._recording += 1
         started = time.perf_counter()
         try:
             item_id = await within(
@@ -440,7 +419,6 @@ class SlackBot:
                     {"id": uuid.uuid4().hex, **item},
                     dedupe=dedupe,
                     about=about,
-                    taker=self._taker,
                 ),
             )
         except (StoreError, TimeoutError) as error:
@@ -449,7 +427,6 @@ class SlackBot:
             _metrics.RECORDED.labels(kind=kind, outcome="not_recorded").inc()
             return False
         finally:
-            self._recording -= 1
             _metrics.RECORD_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
         _metrics.RECORDED.labels(kind=kind, outcome="recorded" if item_id else "repeated").inc()
         if item_id is None:

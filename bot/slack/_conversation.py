@@ -12,13 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state import THREAD_LEASE_TTL, AuditEntry, InteractionRecord, RunRecord, Store, StoreError
+from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
 from ._cards import Cards
 from ._chat import Chat
 from ._drive import WORKING_REACTION, Driver
 from ._grants import Grants
+from ._liveness import Liveness
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import AgentTurn, mention, session_title
 from ._stops import stop_child_id
@@ -44,7 +45,7 @@ class Conversations:
         clock: Callable[[], float] = time.time,
         policy: AnswerPolicy | None = None,
         members: GroupMembers | None = None,
-        lease_ttl: float = THREAD_LEASE_TTL,
+        liveness: Liveness,
     ) -> None:
         self.agent = agent
         self.store = store
@@ -53,9 +54,8 @@ class Conversations:
         self.clock = clock
         self.policy = policy
         self.members = members
-        self.lease_ttl = lease_ttl
         self.grants = Grants(store=store, chat=chat, policy=policy, members=members, clock=clock)
-        self.turns = ThreadTurns(store=store, lease_ttl=lease_ttl)
+        self.turns = ThreadTurns(store=store, liveness=liveness)
         self.cards = Cards(
             store=store,
             chat=chat,
@@ -99,14 +99,15 @@ class Conversations:
             if hold is None:
                 turn.stop_before = await self.store.thread_stop(thread.channel, thread.thread_ts)
             else:
-                hold.take = await self.store.take_thread(
+                take = await self.store.take_thread(
                     thread.channel,
                     thread.thread_ts,
                     owner=hold.owner,
-                    ttl=self.lease_ttl,
+                    ttl=self.turns.lease_ttl,
                     initiator=thread.requester,
                 )
-                turn.stop_before = hold.take.stop
+                self.turns.leased(hold, take)
+                turn.stop_before = take.stop
             if await turn.begin(title=title, initiator=thread.requester):
                 return turn, hold
         except BaseException:
@@ -158,7 +159,7 @@ class Conversations:
         run_id: str | None,
         turn: AgentTurn | None,
     ) -> None:
-        parent_id = slot.run_id or await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
         if parent_id is not None and parent_id == run_id:
             # A retry after the first attempt saved this very run (and pointed the thread at
             # it): replay it, with the parent it was made from, as the runtime checks.

@@ -139,12 +139,13 @@ class Driver:
                 await turn.tool(event)
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
-        # The run is in the store by now, so the thread may point at it: at once, or in a work
-        # item with the release of the lease, when its `done` (under the lease until then).
-        if slot.deferred:
-            slot.run_id = output.run_id
-        else:
+        # The run is in the store by now, so the thread may point at it: before its cards are
+        # posted when it paused (a crash in between still finds it), else once the turn lets go
+        # of the thread (`ThreadTurns`, in the same round trip as the release of its lease).
+        if output.status.reason == "input_required":
             await self.store.set_thread_run(thread.channel, thread.thread_ts, output.run_id)
+        else:
+            slot.run_id = output.run_id
         if output.status.reason == "input_required":
             if turn is not None:
                 await turn.finish("suspended")

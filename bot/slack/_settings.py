@@ -18,10 +18,10 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from blocks import ANYONE
-from state import THREAD_LEASE_TTL
+from state import LIVENESS_TTL
 
 from .._errors import HandbackError
-from ._worker import WORK_LEASE
+from ._liveness import STALL_LIMIT
 
 __all__ = [
     "ANYONE",
@@ -108,17 +108,18 @@ class Settings(BaseSettings):
     """Seconds (or `30m`, `24h`, `7d`) before a pending interaction expires."""
     handback_sweep_interval: Annotated[float, NoDecode] = 2.0
     """How often expired interactions, and runs answered but never resumed, are looked for."""
-    handback_work_lease: Annotated[float, NoDecode] = WORK_LEASE
-    """Seconds before work held by a process that stopped renewing it (it died) is taken by
-    another; live work renews its lease, so this never cuts work short."""
+    handback_liveness_ttl: Annotated[float, NoDecode] = LIVENESS_TTL
+    """Seconds a process keeps its work (inbox items, thread turns) after its last heartbeat:
+    a dead process's work moves on this long after it died. The heartbeat runs on a thread of
+    its own, so a busy process never loses its work; give every process of a store the same."""
+    handback_stall_limit: Annotated[float, NoDecode] = STALL_LIMIT
+    """Seconds the event loop may go without a turn before the heartbeat stops, so a stuck
+    (not just busy) process lets its work go to another."""
     handback_concurrency: int = Field(default=1000, ge=1, le=100_000)
     """Work items (turns, clicks) one process runs at once; more wait in the inbox."""
     handback_shutdown_grace: Annotated[float, NoDecode] = 30.0
     """Seconds running work may take to finish after SIGTERM; what is left is handed back to
     the inbox for another process."""
-    handback_thread_lease_ttl: Annotated[float, NoDecode] = THREAD_LEASE_TTL
-    """How long a thread stays blocked after the process running its turn died; a live
-    process refreshes its lease, so a long turn never loses it."""
     handback_slack_ui: SlackUi = "auto"
     """`auto`, `agent` or `classic` (see `SlackUi`)."""
     handback_log_level: LogLevel = "INFO"
@@ -197,8 +198,8 @@ class Settings(BaseSettings):
     @field_validator(
         "handback_interaction_ttl",
         "handback_sweep_interval",
-        "handback_thread_lease_ttl",
-        "handback_work_lease",
+        "handback_liveness_ttl",
+        "handback_stall_limit",
         "handback_shutdown_grace",
         mode="before",
     )
@@ -256,8 +257,12 @@ TEST_VARIABLES = frozenset(
 )
 """`HANDBACK_*` variables the test suite and the benchmarks read: known, so never "unknown"."""
 
-REMOVED: dict[str, str] = {}
-"""Settings that no longer exist -> what replaces them, said in the error that stops start-up."""
+REMOVED: dict[str, str] = {
+    "HANDBACK_WORK_LEASE": "set HANDBACK_LIVENESS_TTL instead (see docs/operations.md)",
+    "HANDBACK_THREAD_LEASE_TTL": "set HANDBACK_LIVENESS_TTL instead (see docs/operations.md)",
+}
+"""Settings that no longer exist -> what replaces them, said in the error that stops start-up:
+one heartbeat per process now keeps its inbox items and its threads alike."""
 
 OTHER_VARIABLES = frozenset({"HANDBACK_MODEL"})
 """Read by the built-in chat-ops agent (`bot.chatops`), not by the app."""
@@ -298,7 +303,7 @@ def load_settings(*, role: Literal["all", "web", "worker"] = "all", **overrides:
     secret (HTTP mode) or an app token (Socket Mode); a worker only works the store's inbox.
     A `HANDBACK_*` variable that is a typo of a setting, or a removed one, is an error; any
     other unknown one is logged."""
-    _check_variables(os.environ)
+    _check_variables({**os.environ, **{name.upper(): "" for name in overrides}})
     try:
         settings = Settings(**overrides)
     except ValidationError as error:

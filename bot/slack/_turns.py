@@ -1,6 +1,6 @@
 """A thread's turns: one run at a time per thread, ordered by a lock within this process and
-then by the store's thread lease across processes (taken, waited for, refreshed while the turn
-runs, released or handed to the work item's `done`)."""
+then by the store's thread lease across processes (taken, waited for, kept by the process's
+heartbeat while the turn runs, released when it ends)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from state import THREAD_LEASE_TTL, Store, StoreError, ThreadLease, ThreadStop, ThreadTake
+from state import Store, StoreError, ThreadLease, ThreadStop, ThreadTake
 
 from .. import _logging
-from ._worker import hand_to_done, in_work_item, lease_handed_over
+from ._liveness import Liveness
 
 __all__ = ["Slot", "Thread", "ThreadTurns", "TurnHold"]
 
@@ -33,22 +33,25 @@ class TurnHold:
 
     thread: Thread
     owner: str
-    leased: bool = False
-    """The store's lease was taken with a claim (`answer_and_claim`): it outlives the turn."""
     take: ThreadTake | None = None
     """The store's last reply to taking the lease for `owner` (with the claim, or
     `take_thread`): whether it is held, and the thread's stop mark read with it."""
+
+    @property
+    def lease(self) -> ThreadLease:
+        return ThreadLease(
+            channel=self.thread.channel, thread_ts=self.thread.thread_ts, owner=self.owner
+        )
 
 
 @dataclass(kw_only=True)
 class Slot:
     """A turn under way with the thread's lease held (what `ThreadTurns.turn` gives)."""
 
-    deferred: bool
-    """In a work item: where the thread points moves on with the lease's release."""
-    run_id: str | None = None
-    """The run the thread points at once the turn's lease is released, when deferred."""
     stop: ThreadStop | None = None
+    run_id: str | None = None
+    """The run the thread points at from the turn's end (set once the run is saved): moved on
+    with the release of the lease, in the same round trip."""
     """The thread's stop mark, read with the take that won the lease (with the claim, or
     `take_thread`)."""
 
@@ -65,9 +68,9 @@ class Thread:
 class ThreadTurns:
     """The turns of every thread this process runs: its locks, and the store's leases."""
 
-    def __init__(self, *, store: Store, lease_ttl: float = THREAD_LEASE_TTL) -> None:
+    def __init__(self, *, store: Store, liveness: Liveness) -> None:
         self.store = store
-        self.lease_ttl = lease_ttl
+        self.liveness = liveness
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def hold_turn(self, thread: Thread) -> TurnHold | None:
@@ -84,8 +87,21 @@ class ThreadTurns:
             return None
         return await self._hold(thread)
 
+    @property
+    def lease_ttl(self) -> float:
+        return self.liveness.ttl
+
+    def leased(self, hold: TurnHold, take: ThreadTake) -> None:
+        """Record `take`, the store's reply to taking the thread's lease for `hold.owner` (with
+        a claim, or `take_thread`): once held, the process's heartbeat keeps it."""
+        hold.take = take
+        if take.held:
+            self.liveness.hold_thread(hold.lease)
+
     def let_go(self, hold: TurnHold) -> None:
-        """Give back a turn taken with `hold_turn()` that was not used for a resume."""
+        """Give back a turn taken with `hold_turn()` that was not used for a resume (a lease it
+        holds then lapses, or is taken again by the next turn of the same owner)."""
+        self.liveness.drop_thread(hold.lease)
         lock, users = self._locks[_key(hold.thread)]
         lock.release()
         if users == 1:
@@ -106,9 +122,7 @@ class ThreadTurns:
             else:
                 self._locks[key] = (lock, users - 1)
             raise
-        # A lease this work item kept from an earlier turn in the thread is still its own.
-        handed = lease_handed_over(thread.channel, thread.thread_ts)
-        return TurnHold(thread=thread, owner=uuid.uuid4().hex if handed is None else handed.owner)
+        return TurnHold(thread=thread, owner=uuid.uuid4().hex)
 
     @asynccontextmanager
     async def turn(self, thread: Thread, hold: TurnHold | None = None) -> AsyncIterator[Slot]:
@@ -128,20 +142,10 @@ class ThreadTurns:
     @asynccontextmanager
     async def _lease(self, hold: TurnHold) -> AsyncIterator[Slot]:
         """Hold the thread's lease in the store for the turn, waiting while another process
-        holds it (at most `lease_ttl` after that process dies), and refresh it as the turn runs.
-
-        A lease taken with its claim (`hold_turn`, `answer_and_claim`) outlives the turn: the
-        work item's `done` releases it and moves the thread on to the turn's run, in one round
-        trip (`hand_to_done`), and a later turn of the same item in the thread takes it again as
-        the same owner. Any other lease is released here.
-        """
+        holds it (at most the liveness TTL after that process dies); the process's heartbeat
+        keeps it while the turn runs, and it is released when the turn ends."""
         thread, owner = hold.thread, hold.owner
         channel, thread_ts = thread.channel, thread.thread_ts
-        handed = lease_handed_over(channel, thread_ts)
-        # Only a turn whose lease came with its claim (and a later turn of the same item in that
-        # thread) keeps it to the item's end: every other turn points the thread at its run as
-        # soon as it is saved, so that a crash before the card is posted still finds it.
-        deferred = in_work_item() and (hold.leased or handed is not None)
         wait = LEASE_RETRY_FIRST
         while hold.take is None or not hold.take.held:
             if hold.take is not None:
@@ -149,51 +153,26 @@ class ThreadTurns:
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, LEASE_RETRY_MOST)
             # Who the turn is for is recorded with its lease: who may stop it (`StopCheck`).
-            hold.take = await self.store.take_thread(
+            take = await self.store.take_thread(
                 channel, thread_ts, owner=owner, ttl=self.lease_ttl, initiator=thread.requester
             )
-        slot = Slot(
-            deferred=deferred,
-            run_id=None if handed is None else handed.run_id,
-            stop=hold.take.stop,
-        )
-        keeper = asyncio.create_task(self._keep_lease(thread, owner))
+            self.leased(hold, take)
+        assert hold.take is not None
         try:
+            slot = Slot(stop=hold.take.stop)
             yield slot
         finally:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
-            lease = ThreadLease(
-                channel=channel, thread_ts=thread_ts, owner=owner, run_id=slot.run_id
-            )
-            if not (deferred and hand_to_done(lease)):
-                try:
-                    await self.store.release_thread(channel, thread_ts, owner=owner)
-                except StoreError:
-                    # The lease ends by itself within `lease_ttl`; the turn's work is done.
-                    log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
-
-    async def _keep_lease(self, thread: Thread, owner: str) -> None:
-        """Extend the lease three times per TTL, so a long turn keeps it and a dead one loses it."""
-        while True:
-            await asyncio.sleep(self.lease_ttl / 3)
+            # Dropped from the heartbeat first: a beat that then finds it gone is no lapse.
+            self.liveness.drop_thread(hold.lease)
             try:
-                kept = await self.store.acquire_thread(
-                    thread.channel, thread.thread_ts, owner=owner, ttl=self.lease_ttl
-                )
+                await self.store.release_thread(channel, thread_ts, owner=owner, run_id=slot.run_id)
             except StoreError:
-                log.warning("could not refresh the lease of thread %s/%s", *_where(thread))
-                continue
-            if not kept:
-                log.warning(
-                    "the lease of thread %s/%s expired during a turn; another may overlap it",
-                    *_where(thread),
-                )
+                # The lease ends by itself within the liveness TTL. A thread that did not move
+                # on to its run fails the work item, whose retry replays the run and moves it.
+                log.warning("could not release the lease of thread %s/%s", channel, thread_ts)
+                if slot.run_id is not None:
+                    raise
 
 
 def _key(thread: Thread) -> tuple[str, str]:
-    return thread.channel, thread.thread_ts
-
-
-def _where(thread: Thread) -> tuple[str, str]:
     return thread.channel, thread.thread_ts

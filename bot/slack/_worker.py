@@ -2,116 +2,61 @@
 
 Every event, click and modal answer the app accepts is in the store's inbox before Slack gets its
 200. This side finishes them, at least once, in whichever process is alive: an item is leased to
-one worker, its lease is renewed while it runs, and only a finished item is marked done. An item
-whose worker died (or whose work hit a store outage) is taken again once its lease runs out, and
-every step of the work is idempotent, so a retry finishes the work instead of repeating it.
+one process, its lease is kept by the process's heartbeat (`Liveness`) while it runs, and only a
+finished item is marked done. An item whose process died is taken again once its lease runs out
+(the liveness TTL), an item whose work hit a store outage is run again at once, and every step of
+the work is idempotent, so a retry finishes the work instead of repeating it.
+
+How much runs at once is bounded, not timed: at most `concurrency` items, and no new take while
+the store's calls queue (the work in flight already keeps it busy, and the web side's inbox
+writes wait in that queue too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from state import InteractionRecord, Store, StoreError, Taker, ThreadLease, WorkItem
+from state import InteractionRecord, Store, StoreError, WorkItem
 
 from .. import _logging, _metrics
+from ._liveness import Liveness
 
-__all__ = [
-    "WORK_LEASE",
-    "Work",
-    "Worker",
-    "derived_run_id",
-    "hand_to_done",
-    "in_work_item",
-    "lease_handed_over",
-]
+__all__ = ["Work", "Worker", "derived_run_id"]
 
 log = logging.getLogger("handback.slack")
 
 Handler = Callable[[WorkItem], Awaitable[None]]
 
-WORK_LEASE = 5.0
-"""Seconds an item stays with a worker that stopped renewing it; then another worker takes it.
-Renewed three times per lease while the work runs, so it bounds how long a dead worker's items
-wait (the issue's promise: found and finished within 5 seconds), never how long work may take."""
-
 MAX_ATTEMPTS = 8
 """An item handed out this many times without finishing is dropped with an error in the log: a
 payload that crashes every worker must not circle forever."""
 
-_TAKE_MOST = 64
+_TAKE_MOST = 16
+"""Items one take brings at most: a quarter of a Redis store's default pool, so one batch's first
+calls cannot fill it before the queue check sees them."""
 
-_BUSY_LOOP = 0.05
-"""Seconds one turn of the event loop may take before new work waits in the inbox. Acks run on
-the same loop: a process that took work faster than it can run it would answer Slack late (and
-an inbox write that misses Slack's deadline is a request refused), so taking follows how busy
-the loop is, not only the `concurrency` cap."""
+_QUEUE_LOOK = 0.01
+"""Seconds between looks at the store's queue of calls while it has calls of this process
+waiting for a connection (or its database thread): taking waits until there are none."""
 
-_LAG_TICK = 0.02
-"""Seconds between looks at how late the event loop runs, while work is in flight: an inbox write
-asks for the worker's room in the middle of a request, where it cannot wait a turn to measure."""
+_RETRY_SOON = 0.2
+"""Seconds before an item whose work met a store outage is tried again (then doubling, to
+`_OUTAGE_PAUSE_MOST`): it stays this process's, so it is finished as soon as the store answers,
+not a lease later."""
 
-_STORE_PAUSE = 0.01
-"""Seconds between looks while the store has calls of this process waiting for their turn."""
-
-_YIELD_PAUSE = 0.005
-_YIELD_MOST = 0.25
-"""Seconds taking waits at most for the app's requests in flight (`yield_to`): a burst of clicks
-is acked before its resumes start, and a steady stream of requests cannot starve the work."""
 _OUTAGE_PAUSE_FIRST = 0.2
 _OUTAGE_PAUSE_MOST = 2.0
 
-
-_HANDED_OVER: ContextVar[dict[tuple[str, str], ThreadLease] | None] = ContextVar(
-    "handback_handed_over", default=None
-)
-"""Thread leases the work item running in this task holds past its turns, by thread: its `done`
-frees them (and moves each thread on to its run) in the same round trip."""
-
-
-def in_work_item() -> bool:
-    """Whether this task runs a work item of the worker (and may `hand_to_done`)."""
-    return _HANDED_OVER.get() is not None
-
-
-def hand_to_done(lease: ThreadLease) -> bool:
-    """Leave `lease` held until the work item running in this task is done, which releases it
-    in the same round trip as the item; False outside a work item (release it yourself).
-
-    Only the item's own task sees the hand-over: a turn run by another task releases its lease.
-    A later hand-over of the same thread replaces the earlier one (same owner, see
-    `lease_handed_over`).
-    """
-    handed = _HANDED_OVER.get()
-    if handed is None:
-        return False
-    key = (lease.channel, lease.thread_ts)
-    earlier = handed.get(key)
-    if lease.run_id is None and earlier is not None and earlier.run_id is not None:
-        # A later turn that ended without a run must not undo where an earlier one got.
-        lease = ThreadLease(
-            channel=lease.channel,
-            thread_ts=lease.thread_ts,
-            owner=lease.owner,
-            run_id=earlier.run_id,
-        )
-    handed[key] = lease
-    return True
-
-
-def lease_handed_over(channel: str, thread_ts: str) -> ThreadLease | None:
-    """The lease this work item still holds on the thread, if it handed one over: a second
-    turn of the same item in that thread must take it as the same owner, or it would wait for
-    its own lease."""
-    handed = _HANDED_OVER.get()
-    return None if handed is None else handed.get((channel, thread_ts))
+_CANCEL_LOOK = 0.1
+"""Seconds between cancels of a task handed back at shutdown: a cancel that lands inside a store
+call may be swallowed there (Python 3.11's `asyncio.wait_for`), so it is sent until it lands."""
 
 
 def derived_run_id(work_id: str, purpose: str) -> str:
@@ -157,46 +102,21 @@ class Worker:
         *,
         store: Store,
         handle: Handler,
-        consumer: str | None = None,
-        lease: float = WORK_LEASE,
+        liveness: Liveness,
         concurrency: int = 1000,
         poll: float = 1.0,
         max_attempts: int = MAX_ATTEMPTS,
-        yield_to: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.handle = handle
-        self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
-        self.lease = lease
+        self.liveness = liveness
+        self.consumer = liveness.name
         self.concurrency = concurrency
         self.poll = poll
         self.max_attempts = max_attempts
-        self.yield_to = yield_to
-        """True while something more urgent runs on this loop (the app recording Slack's
-        requests before their deadline): new work waits until it is done."""
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._taking = 0
-        """Items a `take` in flight may still bring (its `count`): not room to offer twice."""
-        self._offered = 0
-        """The room the last inbox write was told (`_room_for_writes`)."""
-        self._took_all_new = False
-        """Whether the last inbox write took every new item there was for this worker."""
-        self._lag = 0.0
-        self._lag_due = 0.0
-        self._lag_timer: asyncio.TimerHandle | None = None
-        self.taker = Taker(
-            consumer=self.consumer,
-            lease=lease,
-            room=self._room_for_writes,
-            accept=self.accept,
-        )
-        """For the app's inbox writes (`Store.enqueue`): they take work for this worker in the
-        same round trip when it has room, which saves its `take`."""
         self._kicker: asyncio.Task[None] | None = None
         self._kick_again = False
-        self._line: asyncio.Future[None] | None = None
-        """The last item started: items begin their work in the order they were started (taken
-        or handed, which is the inbox's order), whatever each waits for first."""
         self._stopping = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -205,40 +125,43 @@ class Worker:
     def busy(self) -> int:
         return len(self._inflight)
 
+    @property
+    def lease(self) -> float:
+        """Seconds an item stays this process's after its last heartbeat."""
+        return self.liveness.ttl
+
     # ------------------------------------------------------------------ running
 
     async def run_forever(self) -> None:
         """Take and run items until `stop()`; a store outage pauses taking, never ends it."""
-        keeper = asyncio.create_task(self._keep_leases(), name="handback-leases")
         pause = _OUTAGE_PAUSE_FIRST
-        try:
-            while not self._stopping.is_set():
-                await self._room.wait()
-                await self._wait_for_calm()
-                try:
-                    taken = await self._take(block=self.poll)
-                except StoreError as error:
-                    _metrics.STORE_ERRORS.labels(where="take").inc()
-                    log.warning("cannot take work from the store (%s); retrying", error)
-                    await self._pause(pause)
-                    pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
-                    continue
-                pause = _OUTAGE_PAUSE_FIRST
-                for item in taken:
-                    self._start(item)
-        finally:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
+        while not self._stopping.is_set():
+            await self._room.wait()
+            await self._store_unqueued()
+            try:
+                taken = await self._take(block=self.poll)
+            except StoreError as error:
+                _metrics.STORE_ERRORS.labels(where="take").inc()
+                log.warning("cannot take work from the store (%s); retrying", error)
+                await self._pause(pause)
+                pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
+                continue
+            pause = _OUTAGE_PAUSE_FIRST
+            if self._stopping.is_set():
+                break  # taken while stopping: left to lapse, another process takes them
+            for item in taken:
+                self._start(item)
+            if taken:
+                # The items just started make their first store calls before the next look at
+                # the store's queue, or it would look empty while they are about to fill it.
+                await asyncio.sleep(0)
 
     def kick(self) -> None:
-        """Start what the inbox has ready now, without waiting for it to finish; nothing to do
-        when the last inbox write took every new item for this worker (`taker`).
+        """Start what the inbox has ready now, without waiting for it to finish.
 
         For a bot without its loops (tests, an embedded use): work this process recorded starts
         at once, as the blocking take of `run_forever` would start it.
         """
-        if self._took_all_new:
-            return
         self._kick_again = True
         if self._kicker is None or self._kicker.done():
             self._kicker = asyncio.create_task(self._kicked(), name="handback-kick")
@@ -246,23 +169,12 @@ class Worker:
     async def _kicked(self) -> None:
         while self._kick_again:
             self._kick_again = False
-            # As `run_forever` does: what the app is still recording goes first.
-            await self._wait_for_calm()
             try:
                 for item in await self._take(block=0.0):
                     self._start(item)
             except StoreError as error:
                 log.warning("cannot take work from the store (%s)", error)
                 return
-
-    def accept(self, items: list[WorkItem]) -> None:
-        """Run `items`, which an inbox write of this process took for this worker (`taker`),
-        as items of its own `take`: renewed while they run, done, retried, handed back at
-        shutdown. Each starts once the app's requests in flight are answered (`yield_to`)."""
-        self._took_all_new = len(items) < self._offered
-        for item in items:
-            _metrics.WORK_TAKEN.labels(kind=item.kind, by="record").inc()
-            self._start(item, handed=True)
 
     async def run_until_idle(self) -> int:
         """Take and finish items until the inbox has nothing ready; how many were run."""
@@ -287,100 +199,61 @@ class Worker:
     async def stop(self, *, grace: float) -> None:
         """Take nothing new, give running items `grace` seconds, then hand the rest back.
 
-        Unfinished items are not marked done, so another worker takes them once their lease
+        Unfinished items are not marked done, so another process takes them once their lease
         runs out; their work resumes from what the store has (the run's journal, the claims).
+        Each is cancelled until it has ended: one cancel may be swallowed inside a store call.
         """
         self._stopping.set()
         self._room.set()
-        if self._lag_timer is not None:
-            self._lag_timer.cancel()
-            self._lag_timer = None
         running = list(self._inflight.values())
-        if running:
-            _, late = await asyncio.wait(running, timeout=grace)
-            if late:
-                log.warning("handing back %d unfinished work item(s) at shutdown", len(late))
-                for task in late:
-                    task.cancel()
-                await asyncio.gather(*late, return_exceptions=True)
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=grace)
+        if late:
+            log.warning("handing back %d unfinished work item(s) at shutdown", len(late))
+        while late:
+            for task in late:
+                task.cancel()
+            _, late = await asyncio.wait(late, timeout=_CANCEL_LOOK)
 
     # ------------------------------------------------------------------ steps
 
     async def _take(self, *, block: float) -> list[WorkItem]:
         room = self.concurrency - len(self._inflight)
-        if room <= 0:
+        if room <= 0 or self._stopping.is_set():
             return []
         count = min(room, _TAKE_MOST)
-        self._taking += count
-        try:
-            taken = await self.store.take(self.consumer, count=count, lease=self.lease, block=block)
-        finally:
-            self._taking -= count
+        taken = await self.store.take(self.consumer, count=count, lease=self.lease, block=block)
         for item in taken:
             _metrics.WORK_TAKEN.labels(kind=item.kind, by="take").inc()
         return taken
 
-    def _room_for_writes(self) -> int:
-        """How many items an inbox write may take for this worker now: none while it stops or
-        its calm checks would hold its own take back (its work keeps the store's calls waiting,
-        or the loop is slow), else its free room, less what a take in flight may still bring.
-        Requests being answered do not count: the write is one, and its items wait for them."""
-        self._offered = 0
-        self._took_all_new = False
-        room = min(self.concurrency - len(self._inflight) - self._taking, _TAKE_MOST)
-        if self._stopping.is_set() or room <= 0:
-            return 0
-        if self._inflight and (self.store.calls_waiting or self._loop_busy()):
-            return 0
-        self._offered = room
-        return room
+    async def _store_unqueued(self) -> None:
+        """Return once the store has no calls of this process waiting for their turn (or
+        nothing of ours runs): more work would only lengthen the queue, where the web side's
+        inbox writes wait too. The work in flight drains it."""
+        while self._inflight and self.store.calls_waiting and not self._stopping.is_set():
+            await self._pause(_QUEUE_LOOK)
 
-    def _start(self, item: WorkItem, *, handed: bool = False) -> None:
+    def _start(self, item: WorkItem) -> None:
         if item.item_id in self._inflight:
-            return  # Taken back after a lease lapse while it still runs here: one copy is enough.
-        before, mine = self._line, asyncio.get_running_loop().create_future()
-        self._line = mine
-        work = self._in_line(item, before, mine, handed=handed)
-        task = asyncio.create_task(work, name=f"work-{item.kind}-{item.item_id}")
+            # Taken again by this process while it still runs it: its heartbeat had stopped
+            # (a stalled loop, the store out of reach) past the lease. One copy is enough.
+            _metrics.WORK_TAKEN_OVER.labels(by="self").inc()
+            log.warning("work item %s was taken again while it still runs here", item.item_id)
+            return
+        self.liveness.hold_item(item.item_id)
+        task = asyncio.create_task(self._run(item), name=f"work-{item.kind}-{item.item_id}")
         self._inflight[item.item_id] = task
         if len(self._inflight) >= self.concurrency:
             self._room.clear()
 
         def finished(_: asyncio.Task[None]) -> None:
+            self.liveness.drop_item(item.item_id)
             self._inflight.pop(item.item_id, None)
             self._room.set()
-            if not mine.done():
-                mine.set_result(None)  # cancelled before it began: the next is not held up
 
         task.add_done_callback(finished)
-        self._watch_loop()
-
-    async def _in_line(
-        self,
-        item: WorkItem,
-        before: asyncio.Future[None] | None,
-        mine: asyncio.Future[None],
-        *,
-        handed: bool,
-    ) -> None:
-        """Run `item` once the item started before it has begun: a handed item first waits
-        for calm, and a later one (a quick follow-up in the same thread, handed or taken) must
-        not get to its thread's queue (`Dispatch`) first. The waits for calm run side by side
-        (each measures the loop, so one after the other they would add up); only the entries
-        into the work are in order, one wake-up apart."""
-        try:
-            if handed:
-                # Started when its own take would have been made (`_wait_for_calm`): a burst of
-                # clicks is acked before its work starts.
-                await self._wait_for_calm()
-            if before is not None:
-                await asyncio.shield(before)
-        finally:
-            if not mine.done():
-                mine.set_result(None)
-        if handed and self._stopping.is_set():
-            return  # Handed back: not done, so its lease lapses and another worker takes it.
-        await self._run(item)
 
     async def _run(self, item: WorkItem) -> None:
         finished = functools.partial(
@@ -392,118 +265,46 @@ class Worker:
             log.error(
                 "dropping %s item %s after %d attempts", item.kind, item.item_id, item.attempts
             )
-            await self._done(item, [])
+            await self._done(item)
             finished("dropped")
             return
-        handed: dict[tuple[str, str], ThreadLease] = {}
-        _HANDED_OVER.set(handed)  # this task's context: the item's own turns see it
-        try:
-            await self.handle(item)
-        except StoreError as error:
-            # Left in the inbox: once the store answers again the item is taken again and the
-            # work finishes from where the store says it got to.
-            log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
-            await self._release(handed.values())
-            finished("store_error")
-            return
-        except BaseException as error:
-            if isinstance(error, Exception):
+        pause = _RETRY_SOON
+        while True:
+            try:
+                await self.handle(item)
+            except StoreError as error:
+                # Still this process's (its heartbeat keeps it): tried again here as soon as the
+                # store answers, from where the store says the work got to.
+                log.warning("%s item %s waits for the store: %s", item.kind, item.item_id, error)
+                finished("store_error")
+                if self._stopping.is_set():
+                    return  # handed back: another process takes it after the lease
+                await self._pause(pause)
+                pause = min(pause * 2, _OUTAGE_PAUSE_MOST)
+                # A later attempt: what the store shows as done may be this one's own work
+                # (a claim whose reply was lost), as for a retry by another process.
+                item = dataclasses.replace(item, attempts=item.attempts + 1)
+                continue
+            except Exception:
                 # The handlers tell people about failures themselves; this is a bug. The item is
-                # retried, up to `max_attempts`.
+                # retried (by the next take, after its lease), up to `max_attempts`.
                 log.exception("%s item %s failed", item.kind, item.item_id)
                 finished("failed")
-            # Unfinished (or handed back at shutdown): its threads are free for the retry.
-            await asyncio.shield(self._release(handed.values()))
-            if not isinstance(error, Exception):
-                raise
-            return
-        await self._done(item, list(handed.values()))
+                return
+            break
+        await self._done(item)
         finished("done")
 
-    async def _done(self, item: WorkItem, leases: list[ThreadLease]) -> None:
+    async def _done(self, item: WorkItem) -> None:
+        # Dropped from the heartbeat first: a beat that then finds it gone is no takeover.
+        self.liveness.drop_item(item.item_id)
         try:
-            await self.store.done(item.item_id, leases=leases)
+            await self.store.done(item.item_id)
         except StoreError as error:
             _metrics.STORE_ERRORS.labels(where="done").inc()
-            # Taken again after its lease, the item finds its work done and changes nothing; a
-            # thread lease left behind ends by itself.
+            # Taken again after its lease, the item finds its work done and changes nothing.
             log.warning("could not mark item %s done: %s", item.item_id, error)
-
-    async def _release(self, leases: Iterable[ThreadLease]) -> None:
-        for lease in leases:
-            try:
-                await self.store.release_thread(lease.channel, lease.thread_ts, owner=lease.owner)
-            except StoreError:
-                # The lease ends by itself within its TTL.
-                log.warning("could not release the lease of thread %s/%s", *_where(lease))
-
-    async def _keep_leases(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            held = list(self._inflight)
-            if not held:
-                continue
-            try:
-                kept = set(await self.store.extend(self.consumer, held, lease=self.lease))
-            except StoreError as error:
-                _metrics.STORE_ERRORS.labels(where="lease").inc()
-                log.warning("could not renew the leases of %d item(s): %s", len(held), error)
-                continue
-            for lost in set(held) - kept:
-                log.warning("work item %s was taken over by another worker", lost)
-
-    async def _wait_for_calm(self) -> None:
-        """Return once nothing more urgent runs, the store serves our calls without a queue
-        and a turn of the event loop is quick again (or nothing of ours runs)."""
-        loop = asyncio.get_running_loop()
-        yielding_until = loop.time() + _YIELD_MOST
-        while not self._stopping.is_set():
-            if self.yield_to() and loop.time() < yielding_until:
-                await self._pause(_YIELD_PAUSE)
-                continue
-            if not self._inflight:
-                return
-            if self.store.calls_waiting:
-                # The work in flight already keeps the store's connections busy: more of it
-                # would only lengthen the queue, where the app's inbox writes wait their turn
-                # too, past Slack's deadline in a burst. The running work drains it.
-                await self._pause(_STORE_PAUSE)
-                continue
-            began = loop.time()
-            await asyncio.sleep(0)  # resumes after every callback that was ready has run
-            if loop.time() - began < _BUSY_LOOP:
-                return
-            await self._pause(_BUSY_LOOP)
-
-    def _watch_loop(self) -> None:
-        """Look at how late the loop runs (`_loop_busy`) every `_LAG_TICK` while work runs."""
-        if self._lag_timer is None and not self._stopping.is_set():
-            self._lag = 0.0
-            self._next_tick()
-
-    def _next_tick(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._lag_due = loop.time() + _LAG_TICK
-        self._lag_timer = loop.call_at(self._lag_due, self._lag_tick)
-
-    def _lag_tick(self) -> None:
-        self._lag = asyncio.get_running_loop().time() - self._lag_due
-        self._lag_timer = None
-        if self._inflight and not self._stopping.is_set():
-            self._next_tick()
-
-    def _loop_busy(self) -> bool:
-        """Whether a turn of the loop took `_BUSY_LOOP` or more, as `_wait_for_calm` measures
-        it: the last look came that late, or the next one is that late already."""
-        if self._lag_timer is None:
-            return False
-        late = asyncio.get_running_loop().time() - self._lag_due
-        return self._lag >= _BUSY_LOOP or late >= _BUSY_LOOP
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
-
-
-def _where(lease: ThreadLease) -> tuple[str, str]:
-    return lease.channel, lease.thread_ts

@@ -25,8 +25,7 @@ INTERRUPTED = (
 """The tool result the journal gives a call that started in a process that died."""
 
 QUICK = {
-    "HANDBACK_WORK_LEASE": "1s",
-    "HANDBACK_THREAD_LEASE_TTL": "2s",
+    "HANDBACK_LIVENESS_TTL": "2s",
     "HANDBACK_SHUTDOWN_GRACE": "1s",
 }
 """Leases short enough that a dead process's work is taken over within a couple of seconds."""

@@ -44,7 +44,7 @@ def bot_env(slack: LocalSlack, store_url: str, port: int) -> dict[str, str]:
         # Gates are shut without a rule; tests about something else open them explicitly.
         "HANDBACK_APPROVERS": "anyone",
         # A SIGKILLed bot leaves its threads leased; the next one waits this long, not a minute.
-        "HANDBACK_THREAD_LEASE_TTL": "2s",
+        "HANDBACK_LIVENESS_TTL": "2s",
         "HOST": "127.0.0.1",
         "PORT": str(port),
     }

@@ -17,17 +17,29 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
+from bot.playground._slack import ChangeKind, LocalSlack
 
 from ..conftest import IN_CI
 from .conftest import ALICE, BOB, CHANNEL
-from .durable import AGENT, INTERRUPTED, QUICK, Marks, answer_in, answers, card_in, poll, sorry
-from .processes import Fleet, free_port
+from .durable import (
+    AGENT,
+    INTERRUPTED,
+    QUICK,
+    Marks,
+    answer_in,
+    answers,
+    approved_by,
+    card_in,
+    poll,
+    sorry,
+)
+from .processes import Fleet, HookedSlack, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -249,4 +261,54 @@ async def test_requests_right_after_redis_is_back_are_taken(
         assert statuses == [200] * 20, f"{statuses.count(200)} of 20 taken: {bot.lines[-1]}"
         for message in asked:
             await answer_in(slack, message.ts)
+        assert sorry(slack) == []
+
+
+class _StopsRedisOnTheCardUpdate(HookedSlack):
+    """Stops `server` the moment the bot's update of `card_ts` arrives, before answering it:
+    the click is claimed, and the resume meets the outage."""
+
+    def __init__(self, server: RedisServer) -> None:
+        super().__init__()
+        self.server = server
+        self.card_ts: str | None = None
+        self.stopped = asyncio.Event()
+
+    async def publish(self, kind: ChangeKind, data: dict[str, Any]) -> None:
+        if kind == "call" and self.calls and not self.stopped.is_set():
+            call = self.calls[-1]
+            if call.method == "chat.update" and call.args.get("ts") == self.card_ts:
+                await self.server.stop()
+                self.stopped.set()
+        await super().publish(kind, data)
+
+
+@pytest.mark.parametrize("down_for", [3.0, 30.0])
+async def test_redis_stopped_between_the_claim_and_the_resume(
+    redis_server: RedisServer, marks: Marks, down_for: float
+) -> None:
+    """The click is claimed (answered, the run claimed for its resume), then Redis stops before
+    the resume: once it is back the same bot resumes the run within 15 s, with default
+    settings and no restart, the card shows the approval and the tool runs once."""
+    slack = _StopsRedisOnTheCardUpdate(redis_server)
+    async with slack, Fleet(slack, redis_server.url, ref=AGENT, env=marks.env) as fleet:
+        [bot] = await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+        card = await card_in(slack, asked.ts)
+        await bot.wait_idle()
+
+        slack.card_ts = card.ts
+        assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+        await asyncio.wait_for(slack.stopped.wait(), timeout=20)
+        await asyncio.sleep(down_for)
+        assert marks.count("deploy") == 0
+        await redis_server.start()
+        back = time.monotonic()
+
+        assert await answer_in(slack, asked.ts, timeout=15) == ["Tool said: deployed api to prod"]
+        assert time.monotonic() - back < 15
+        assert bot.alive
+        await bot.wait_idle()
+        assert approved_by(slack, card, BOB)
+        assert marks.count("deploy") == 1
         assert sorry(slack) == []

@@ -51,7 +51,7 @@ async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
             slack_api_url=slack.api_url,
             handback_store=store_url,
             handback_approvers="anyone",
-            handback_work_lease=0.2,
+            handback_liveness_ttl=0.5,
         )
         bot = SlackBot(agent=approval_agent, store=store, settings=settings, loops=False)  # type: ignore[arg-type]
         async with bot, bot.serve_http("127.0.0.1", 0) as url:

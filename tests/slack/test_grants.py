@@ -255,8 +255,7 @@ async def _crashing_bot(
             slack_api_url=slack.api_url,
             handback_store=store_url,
             handback_approvers="anyone",
-            handback_work_lease=0.2,
-            handback_thread_lease_ttl=0.5,
+            handback_liveness_ttl=0.5,
         )
         clock = Clock()
         bot = SlackBot(

@@ -48,22 +48,35 @@ def test_defaults(env: pytest.MonkeyPatch) -> None:
 def test_durability_settings(env: pytest.MonkeyPatch) -> None:
     defaults = _settings(env)
     assert defaults.handback_sweep_interval == 2.0
-    assert defaults.handback_work_lease == 5.0
+    assert defaults.handback_liveness_ttl == 15.0
+    assert defaults.handback_stall_limit == 30.0
     assert defaults.handback_concurrency == 1000
     assert defaults.handback_shutdown_grace == 30.0
     tuned = _settings(
         env,
-        HANDBACK_WORK_LEASE="2s",
+        HANDBACK_LIVENESS_TTL="2s",
         HANDBACK_CONCURRENCY="50",
         HANDBACK_SHUTDOWN_GRACE="1m",
         HANDBACK_STORE="redis+cluster://127.0.0.1:7000/?prefix=team:",
     )
-    assert (tuned.handback_work_lease, tuned.handback_concurrency) == (2.0, 50)
+    assert (tuned.handback_liveness_ttl, tuned.handback_concurrency) == (2.0, 50)
     assert tuned.handback_shutdown_grace == 60.0
     assert tuned.handback_store.startswith("redis+cluster://")
-    for name, value in [("HANDBACK_CONCURRENCY", "0"), ("HANDBACK_WORK_LEASE", "-1")]:
+    for name, value in [("HANDBACK_CONCURRENCY", "0"), ("HANDBACK_LIVENESS_TTL", "-1")]:
         with pytest.raises(ConfigError, match=f"{name} is invalid"):
             _settings(env, **{name: value})
+
+
+@pytest.mark.parametrize("removed", ["HANDBACK_WORK_LEASE", "HANDBACK_THREAD_LEASE_TTL"])
+def test_a_removed_lease_setting_names_its_replacement(
+    env: pytest.MonkeyPatch, removed: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        _settings(env, **{removed: "5s"})
+    assert str(error.value) == (
+        f"{removed} was removed: set HANDBACK_LIVENESS_TTL instead (see docs/operations.md)"
+    )
+    assert "\n" not in str(error.value)
 
 
 def test_policy_settings_parse(env: pytest.MonkeyPatch) -> None:

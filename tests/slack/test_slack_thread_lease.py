@@ -62,7 +62,7 @@ async def test_a_long_turn_keeps_its_lease_past_the_ttl(make_bot: BotFactory) ->
 
     agent = Agent(name="slow", model=FunctionModel(slow), tools=[])
     # Half a second: a loaded 2-core machine can starve a refresh for a tenth of one.
-    async with make_bot(agent, HANDBACK_THREAD_LEASE_TTL="0.5") as h:
+    async with make_bot(agent, HANDBACK_LIVENESS_TTL="0.5") as h:
         asked = await h.slack.post_user_message(ALICE, CHANNEL, "take your time")
         try:
             async with asyncio.timeout(10):

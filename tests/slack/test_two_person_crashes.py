@@ -215,8 +215,8 @@ async def test_a_vote_retried_after_the_last_vote_closed_it_is_not_refused(
     is his own earlier work, not a late click, so he is told nothing and nothing is refused;
     the run is not resumed again and the deploy ran once."""
     # A work lease long enough for CAROL's click to be worked first: the dead process's lease
-    # (SQLite keeps it with the item) and the taker's (Redis: the entry's idle time) both 8 s.
-    env = {**_env(marks), "HANDBACK_WORK_LEASE": "8s"}
+    # (SQLite keeps it with the item; Redis: the entry's idle time) is 8 s.
+    env = {**_env(marks), "HANDBACK_LIVENESS_TTL": "8s"}
     async with HookedSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=env) as fleet:
         [first] = await fleet.start("all")
         asked = await slack.post_user_message(ALICE, CHANNEL, ASKED)

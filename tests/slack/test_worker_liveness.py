@@ -1,0 +1,102 @@
+"""The worker and its process's heartbeat, on both stores: a busy event loop keeps its work, a
+stuck one lets it go, at most `concurrency` items run at once, and shutdown hands work back
+even when a cancel is swallowed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bot.slack._liveness import Liveness
+from bot.slack._worker import Worker
+from state import Store, WorkItem
+
+TTL = 1.0
+"""Seconds: short, so that a lapse would show within the test."""
+
+
+async def test_a_loop_blocked_longer_than_the_ttl_keeps_its_items(store: Store) -> None:
+    """The handler blocks the event loop for 2.5 TTLs (a busy process, not a stuck one): the
+    heartbeat's thread keeps the item, so another process's take gets nothing meanwhile."""
+    liveness = Liveness(store, ttl=TTL)
+    blocked = asyncio.Event()
+
+    async def handle(item: WorkItem) -> None:
+        blocked.set()
+        time.sleep(2.5 * TTL)  # noqa: ASYNC251 - the point: the loop cannot turn
+
+    worker = Worker(store=store, handle=handle, liveness=liveness)
+    await store.enqueue("event", {"n": 1})
+    await liveness.start()
+    try:
+        running = asyncio.create_task(worker.run_until_idle())
+        await blocked.wait()
+        await running
+        assert await store.take("another-process", lease=TTL) == []
+        assert await store.inbox_size() == 0
+    finally:
+        await liveness.aclose()
+        await liveness.aclose()
+
+
+async def test_a_stuck_loop_lets_its_items_go(store: Store) -> None:
+    """Past the stall limit the heartbeat stops: another process gets the item after the TTL."""
+    liveness = Liveness(store, ttl=TTL, stall_limit=0.3)
+    await store.enqueue("event", {"n": 1})
+    [item] = await store.take(liveness.name, lease=TTL)
+    liveness.hold_item(item.item_id)
+    await liveness.start()
+    try:
+        time.sleep(TTL + 0.5)  # noqa: ASYNC251 - stuck: no turn of the loop at all
+        [again] = await store.take("another-process", lease=TTL)
+        assert again.item_id == item.item_id
+    finally:
+        await liveness.aclose()
+
+
+async def test_at_most_concurrency_items_run_at_once(store: Store) -> None:
+    liveness = Liveness(store, ttl=TTL)
+    running, most = 0, 0
+
+    async def handle(item: WorkItem) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+
+    worker = Worker(store=store, handle=handle, liveness=liveness, concurrency=3)
+    for n in range(12):
+        await store.enqueue("event", {"n": n})
+    assert await worker.run_until_idle() == 12
+    assert most == 3
+    assert await store.inbox_size() == 0
+
+
+async def test_shutdown_hands_back_work_whose_first_cancel_was_swallowed(store: Store) -> None:
+    """As Python 3.11's `asyncio.wait_for` inside a store call may: the first cancel is lost;
+    `stop()` sends another until the task has ended, and the item stays in the inbox."""
+    liveness = Liveness(store, ttl=TTL)
+    started = asyncio.Event()
+    cancels = 0
+
+    async def handle(item: WorkItem) -> None:
+        nonlocal cancels
+        started.set()
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancels += 1
+                if cancels > 1:
+                    raise
+
+    worker = Worker(store=store, handle=handle, liveness=liveness)
+    await store.enqueue("event", {"n": 1})
+    serving = asyncio.create_task(worker.run_forever())
+    await started.wait()
+    await asyncio.wait_for(worker.stop(grace=0.1), timeout=5)
+    await asyncio.wait_for(serving, timeout=5)
+    assert cancels == 2
+    assert worker.busy == 0
+    assert await store.inbox_size() == 1
