@@ -47,9 +47,11 @@ from _driver import (
     QUESTION,
     arguments,
     check_cycle,
+    check_fresh,
     emit,
     history_prompt,
     is_history_prompt,
+    saw_prompt,
     sqlite_payload_bytes,
     throughput,
     timed,
@@ -83,6 +85,7 @@ def script(messages: list[dict[str, Any]]) -> Any:
     if is_history_prompt(last["content"]):
         return HISTORY_REPLY
     assert last["content"] == PROMPT, last
+    saw_prompt(sum(m["role"] != "system" for m in messages))
     return [{"name": "ask_user", "arguments": QUESTION}]
 
 
@@ -145,8 +148,11 @@ async def cycle(agent: Agent, parent: str | None = None) -> None:
         raise AssertionError("a timed cycle did not end with the final answer")
 
 
-async def check(agent: Agent, model: FunctionModel, parent: str | None = None) -> float:
-    """One cycle checked for the agreed work; the store calls it made."""
+async def check(
+    agent: Agent, model: FunctionModel, parent: str | None = None, earlier: int = 0
+) -> float:
+    """One cycle checked for the agreed work (in a new conversation, or continuing `parent`,
+    a thread of `earlier` messages); the store calls it made."""
     store = agent.store
     assert store is not None
     counting = CountingStore(store)
@@ -162,6 +168,7 @@ async def check(agent: Agent, model: FunctionModel, parent: str | None = None) -
         answers=1,
         output=output,
         model_calls=model.calls - before,
+        earlier=earlier,
     )
     assert questions[0].payload == QUESTION, questions[0].payload
     return float(sum(counting.calls.values()))
@@ -196,13 +203,13 @@ async def measure_resume(c: Contender, n: int, sizes: list[int], budget: float) 
         async with c.store() as (store, _):
             agent, model = new_agent(store)
             base = await thread(agent, size)
-            await check(agent, model, base)
+            await check(agent, model, base, earlier=size)
 
             async def asked(_: int, base: str | None = base, agent: Agent = agent) -> Any:
                 return agent, await ask(agent, base)
 
             samples[str(size)] = await timed(
-                n, resumed, budget=budget / len(sizes), prepare=asked, warmup=5
+                n, resumed, budget=budget / len(sizes), prepare=asked, warmup=5, earlier=size
             )
     return {"samples": samples}
 
@@ -261,6 +268,7 @@ async def measure_bytes(c: Contender) -> dict[str, Any]:
         empty = await stored_bytes(c, store, url)
         agent, _ = new_agent(store)
         await ask(agent, None)
+        check_fresh()
         result["pending"] = delta(await stored_bytes(c, store, url), empty)
     for messages in (2, 20, 200):
         async with c.store() as (store, url):
@@ -363,6 +371,7 @@ async def cards(bots: Bots, count: int) -> list[tuple[str, dict[str, Any]]]:
         payload = slack.block_actions_payload("U0ALICE", card.ts, f"{ACTION_OPTION}:0")
         found.append((message.ts, payload))
     await bots.drain()
+    check_fresh(count)
     return found
 
 
