@@ -57,7 +57,7 @@ ANSWER = "postgres"
 FINAL = "using postgres"
 HISTORY_REPLY = "Noted. The orders database looks healthy: replication lag 0.2 s, disk 41 % used."
 
-MEASURES = ("cycle", "click", "trips", "bytes", "resume", "throughput")
+MEASURES = ("cycle", "click", "burst", "trips", "bytes", "resume", "throughput")
 
 WARMUP = 20
 """Untimed cycles before timing: imports, caches, connections, SQLite pages, scripts."""

@@ -38,7 +38,7 @@ sys.path.insert(
 )
 
 import redis.asyncio as aioredis
-from _click import SignedPoster
+from _click import BURST_CONNECTIONS, SignedPoster
 from _driver import (
     ANSWER,
     FINAL,
@@ -436,6 +436,92 @@ async def measure_click(c: Contender, n: int, concurrency: int, web_only: bool) 
     return {"samples": {"ack": acks, "answer": answers}, "does": does}
 
 
+NOT_RECORDED = "could not record that"
+"""In the notice a person gets when the bot acked a click it could not record (the store did not
+take it in time): it asks them to click again."""
+
+BURST_CLICK_ROUNDS = 3
+"""How often a person told "could not record" clicks again before the measure fails."""
+
+SETTLE_S = 180.0
+"""Seconds a round of the burst may take to answer or refuse every click."""
+
+
+async def measure_burst(c: Contender, size: int) -> dict[str, Any]:
+    """`size` cards, then every one clicked at once on one process (the bot, LocalSlack and
+    the clicking clients share its event loop), over `BURST_CONNECTIONS` connections; ms to
+    each HTTP ack. A click the bot acked but
+    could not record is clicked again, as its notice asks, up to `BURST_CLICK_ROUNDS` times; how
+    many were, and how many never were, is part of the result (each thread answered once)."""
+    async with c.store() as (store, url), slack_bots(store, url) as bots:
+        slack = bots.slack
+        poster = SignedPoster(
+            slack.bot_url or "", slack.signing_secret, connections=BURST_CONNECTIONS
+        )
+        async with poster:
+            await click_batch(bots, poster, await cards(bots, 10))
+            batch = await cards(bots, size)
+            bodies = {ts: urlencode({"payload": json.dumps(payload)}) for ts, payload in batch}
+            acks: list[float] = []
+            again: list[int] = []
+            waiting = list(bodies)
+            began = time.perf_counter()
+            for _ in range(BURST_CLICK_ROUNDS):
+                told = sum(NOT_RECORDED in e.text for e in slack.ephemerals)
+                times = await asyncio.gather(*(timed_post(poster, bodies[ts]) for ts in waiting))
+                if not again:
+                    acks = times
+                await settle(bots, waiting, told)
+                waiting = [ts for ts in waiting if not answered(slack, ts)]
+                again.append(len(waiting))
+                if not waiting:
+                    break
+            done = time.perf_counter() - began
+    finals = Counter(m.thread_ts for m in slack.bot_messages() if m.text == FINAL)
+    assert all(finals[ts] <= 1 for ts in bodies), "at most one final answer per thread"
+    assert sum(finals[ts] for ts in bodies) == size - len(waiting)
+    return {
+        "samples": {"ack": acks},
+        "not_recorded": again[:-1] if not waiting else again,
+        "never_recorded": len(waiting),
+        "all_answered_s": done,
+        "does": "records each click in the store's inbox, acks, resumes the run in the same "
+        "process",
+    }
+
+
+async def settle(bots: Bots, waiting: list[str], told: int) -> None:
+    """Until each clicked thread has its answer or the click its "not recorded" notice, draining
+    the bot (whose kicked work may leave items for a later take). Checked four times a second,
+    not on every change: a check reads every message, and would load the loop it measures."""
+    slack = bots.slack
+
+    def count() -> tuple[int, int]:
+        finals = {m.thread_ts for m in slack.bot_messages() if m.text == FINAL}
+        notices = sum(NOT_RECORDED in e.text for e in slack.ephemerals) - told
+        return sum(ts in finals for ts in waiting), notices
+
+    deadline = time.perf_counter() + SETTLE_S
+    while True:
+        await bots.drain()
+        if sum(count()) >= len(waiting):
+            return
+        if time.perf_counter() > deadline:
+            got, notices = count()
+            raise AssertionError(
+                f"{len(waiting)} clicks: {got} answered and {notices} told 'not recorded' "
+                f"after {SETTLE_S:.0f} s"
+            )
+        await asyncio.sleep(0.25)
+
+
+async def timed_post(poster: SignedPoster, body: str) -> float:
+    start = time.perf_counter()
+    status = await poster.post(body)
+    assert status == 200, status
+    return (time.perf_counter() - start) * 1000
+
+
 async def measure_trips(c: Contender, clicks: int) -> dict[str, Any]:
     """Store calls per answered click (both stores) and, on Redis, the commands the server saw
     from this process's connections (`MONITOR`), per click: from the click's HTTP request to
@@ -563,6 +649,10 @@ async def main() -> None:
             if c.name == "sqlite-full":
                 raise SystemExit("sqlite-full is measured in process only")
             result = await measure_click(c, args.n, args.concurrency, web_only=web_only)
+        elif args.measure == "burst":
+            if c.name == "sqlite-full" or web_only:
+                raise SystemExit("the burst is measured on one process doing all the work")
+            result = await measure_burst(c, args.n)
         else:
             result = await measure_trips(c, args.n)
     finally:
