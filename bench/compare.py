@@ -41,6 +41,10 @@ PEERS = BENCH / "peers"
 CACHE = Path(os.environ.get("HANDBACK_BENCH_CACHE", "~/.cache/handback-bench")).expanduser()
 BEGIN, END = "<!-- compare.py results: begin -->", "<!-- compare.py results: end -->"
 REFERENCE = "handback sqlite"
+BURST = 1000
+"""Clicks at once on one process in the burst measure."""
+BURST_P99_MS = 2000.0
+"""The bound on the burst's ack p99 (issue 19): Slack's deadline is 3,000 ms."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,16 @@ def jobs(quick: bool, rounds: int, redis_url: str) -> list[Job]:
         ),
         Job("click-1", "click", clickers, [*short, *clicks, "--concurrency", "1"], r),
         Job("click-50", "click", clickers, [*short, *clicks, "--concurrency", "50"], r),
+        # One burst per round is a thousand cards made (about a minute each on SQLite and
+        # Redis) and then a thousand clicks at once: one round, even in a full run.
+        Job(
+            "burst",
+            "burst",
+            [HB_SQLITE, HB_REDIS, BOLT],
+            ["--redis", redis_url, "--n", "200" if quick else str(BURST)],
+            1,
+            timeout=900.0,
+        ),
         Job("trips", "trips", [HB_SQLITE, HB_REDIS], [*short, "--n", "10"], 1),
         Job("bytes", "bytes", [HB_SQLITE, HB_REDIS, TIMBAL[1], *LANGGRAPH], short, 1),
         Job("resume", "resume", IN_PROCESS, [*long, *n, *sizes], r),
@@ -253,9 +267,13 @@ def median_spread(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-def p99(values: list[float]) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def p99(values: list[float]) -> float:
+    return percentile(values, 0.99)
 
 
 def fmt(value: float) -> str:
@@ -336,6 +354,32 @@ def table_click(job: Job, concurrency: int) -> list[str]:
             f"{cell(ans50) if ans50 else 'n/a (acks only)'} | {cell(ans99) if ans99 else '–'} | "
             f"{job.results[c.label][0].get('does', '')} |"
         )
+    return rows + errors_of(job)
+
+
+def table_burst(job: Job) -> list[str]:
+    rows = [
+        "| contender | clicks at once | ack p50 ms | ack p95 ms | ack p99 ms | p99 below "
+        f"{BURST_P99_MS:,.0f} ms | acked but not recorded (clicked again) | all answered after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in job.contenders:
+        for result in job.results.get(c.label, []):
+            acks = result["samples"]["ack"]
+            worst = percentile(acks, 0.99)
+            again = result.get("not_recorded")
+            after = result.get("all_answered_s")
+            lost = result.get("never_recorded")
+            retried = " then ".join(map(str, again)) if again else ("0" if again == [] else "–")
+            if lost:
+                retried += f" (**{lost} never recorded**)"
+            rows.append(
+                f"| {c.label} | {len(acks):,} | {fmt(percentile(acks, 0.5))} | "
+                f"{fmt(percentile(acks, 0.95))} | {fmt(worst)} | "
+                f"{'yes' if worst < BURST_P99_MS else '**no**'} | "
+                f"{retried} | "
+                f"{f'{after:.1f} s' if after is not None else 'n/a (acks only)'} |"
+            )
     return rows + errors_of(job)
 
 
@@ -491,6 +535,13 @@ def report(done: dict[str, Job], info: dict[str, str], command: str, wall: float
     if "click-50" in done:
         sections.append(
             ("2-3. the same with 50 concurrent clicks", lambda: table_click(done["click-50"], 50))
+        )
+    if "burst" in done:
+        sections.append(
+            (
+                "2-3. a burst of clicks at once on one process (all work in that process)",
+                lambda: table_burst(done["burst"]),
+            )
         )
     if "trips" in done:
         sections.append(

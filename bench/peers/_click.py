@@ -11,20 +11,31 @@ from types import TracebackType
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
-__all__ = ["SignedPoster"]
+__all__ = ["BURST_CONNECTIONS", "SignedPoster"]
+
+BURST_CONNECTIONS = 100
+"""Connections a burst of clicks arrives over. Opened all at once, a thousand would overflow the
+server's listen backlog (128 here) and wait for SYN retries (1, 3, 7 s): that measured the
+kernel, and a bare Bolt app's p50 came out at 10 s. A hundred is aiohttp's default limit and the
+events' limit in `tests/slack/test_durable_burst.py`."""
 
 
 class SignedPoster:
     """POSTs form-encoded interactivity bodies to one endpoint, signed as Slack signs them, over
-    one keep-alive session (Slack reuses connections too)."""
+    one keep-alive session (Slack reuses connections too).
 
-    def __init__(self, url: str, signing_secret: str) -> None:
+    `connections` bounds the connections open at once (0: none); a request waiting for one
+    is timed from when it was made, as Slack's clock starts when it sends."""
+
+    def __init__(self, url: str, signing_secret: str, *, connections: int = 0) -> None:
         self.url = url
         self.verifier = SignatureVerifier(signing_secret)
+        self.connections = connections
         self.session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> SignedPoster:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        connector = aiohttp.TCPConnector(limit=self.connections)
+        self.session = aiohttp.ClientSession(connector=connector)
         return self
 
     async def __aexit__(

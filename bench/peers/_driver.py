@@ -8,6 +8,13 @@ drivers in rounds and reads that line. Every driver scripts the same conversatio
   it is resumed with `ANSWER`; the model, called a second time, answers `FINAL`;
 - a thread of N earlier messages: N/2 turns of `history_prompt(i)` answered by `HISTORY_REPLY`
   (no tool call), before the cycle.
+
+Every cycle starts a new conversation (or, in the resume measure, continues the thread of N
+messages it was asked in, and nothing else): each driver's scripted model reports what it was
+shown when the cycle's prompt reached it (`saw_prompt`), and `timed`, `throughput` and
+`check_cycle` fail any cycle whose first model call saw more than the prompt and the thread's
+earlier messages. A framework that quietly carried one cycle's conversation into the next would
+be timed on an ever longer conversation, which is not the agreed work.
 """
 
 from __future__ import annotations
@@ -33,9 +40,11 @@ __all__ = [
     "QUESTION",
     "arguments",
     "check_cycle",
+    "check_fresh",
     "emit",
     "history_prompt",
     "is_history_prompt",
+    "saw_prompt",
     "sqlite_payload_bytes",
     "sqlite_setting",
     "throughput",
@@ -48,7 +57,7 @@ ANSWER = "postgres"
 FINAL = "using postgres"
 HISTORY_REPLY = "Noted. The orders database looks healthy: replication lag 0.2 s, disk 41 % used."
 
-MEASURES = ("cycle", "click", "trips", "bytes", "resume", "throughput")
+MEASURES = ("cycle", "click", "burst", "trips", "bytes", "resume", "throughput")
 
 WARMUP = 20
 """Untimed cycles before timing: imports, caches, connections, SQLite pages, scripts."""
@@ -61,6 +70,31 @@ def history_prompt(i: int) -> str:
 
 def is_history_prompt(text: str) -> bool:
     return text.startswith("message ")
+
+
+_prompt_seen: list[int] = []
+"""How many messages the model was shown each time the cycle's prompt reached it, since the
+last `check_fresh`."""
+
+
+def saw_prompt(messages: int) -> None:
+    """Called by a driver's scripted model whenever `PROMPT` is the last message it is shown,
+    with the number of messages it was shown (system instructions aside)."""
+    _prompt_seen.append(messages)
+
+
+def check_fresh(cycles: int = 1, *, earlier: int = 0) -> None:
+    """Fail unless, since the last check, the model was shown the cycle's prompt `cycles` times,
+    each time after exactly `earlier` earlier messages: every cycle is a new conversation (or a
+    new turn of a thread of `earlier` messages), not the previous cycle's grown longer."""
+    seen = sorted(_prompt_seen)
+    _prompt_seen.clear()
+    if seen != [earlier + 1] * cycles:
+        shown = seen if len(seen) <= 8 else [*seen[:4], "...", *seen[-4:]]
+        raise AssertionError(
+            f"a cycle did not start a new conversation: its first model call should see "
+            f"{earlier + 1} message(s), {cycles} time(s); it saw {shown} ({len(seen)} calls)"
+        )
 
 
 def arguments(contenders: Sequence[str], description: str) -> argparse.Namespace:
@@ -100,9 +134,13 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def check_cycle(*, questions: int, answers: int, output: str, model_calls: int) -> None:
+def check_cycle(
+    *, questions: int, answers: int, output: str, model_calls: int, earlier: int = 0
+) -> None:
     """Fail loudly unless a cycle did the agreed work: one question, one answer, one final
-    output, the model called twice."""
+    output, the model called twice, the first time shown only the prompt (and the thread's
+    `earlier` messages)."""
+    check_fresh(earlier=earlier)
     got = {"questions": questions, "answers": answers, "output": output, "model_calls": model_calls}
     want = {"questions": 1, "answers": 1, "output": FINAL, "model_calls": 2}
     if got != want:
@@ -116,19 +154,23 @@ async def timed(
     budget: float,
     prepare: Callable[[int], Awaitable[Any]] | None = None,
     warmup: int = WARMUP,
+    earlier: int = 0,
 ) -> list[float]:
     """`once(i)` run `warmup` times untimed, then `n` times (or fewer, at least 10, once
     `budget` seconds have gone by); milliseconds of each timed call.
 
     With `prepare`, `once` gets what `prepare(i)` returned, and only `once` is timed. The
-    garbage collector runs between calls, not inside them, for every contender alike.
+    garbage collector runs between calls, not inside them, for every contender alike. After
+    each call (untimed), `check_fresh(earlier=earlier)`: each is one cycle of its own.
     """
 
     async def run(i: int) -> float:
         arg = await prepare(i) if prepare else i
         start = time.perf_counter()
         await once(arg)
-        return (time.perf_counter() - start) * 1000
+        elapsed = (time.perf_counter() - start) * 1000
+        check_fresh(earlier=earlier)
+        return elapsed
 
     for i in range(warmup):
         await run(-1 - i)
@@ -154,11 +196,12 @@ async def throughput(
     """Complete cycles per second with `concurrency` runs in flight on one event loop.
 
     `concurrency` tasks each run cycles one after another until `total` (at least one per
-    task) have completed.
+    task) have completed; then `check_fresh` for all of them (each a new conversation).
     """
     per_task = max(1, total // concurrency)
     for i in range(min(WARMUP, total)):
         await once(-1 - i)
+    check_fresh(min(WARMUP, total))
 
     async def worker(w: int) -> None:
         for k in range(per_task):
@@ -166,7 +209,9 @@ async def throughput(
 
     start = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return concurrency * per_task / (time.perf_counter() - start)
+    rate = concurrency * per_task / (time.perf_counter() - start)
+    check_fresh(concurrency * per_task)
+    return rate
 
 
 def sqlite_payload_bytes(path: str) -> dict[str, int]:

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _click import SignedPoster
+from _click import BURST_CONNECTIONS, SignedPoster
 from _driver import arguments, emit
 from aiohttp import web
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -45,7 +45,7 @@ def bare_app() -> AsyncApp:
     return app
 
 
-async def measure_click(n: int, concurrency: int) -> list[float]:
+async def measure_click(n: int, concurrency: int, connections: int = 0) -> list[float]:
     runner = web.AppRunner(bare_app().web_app(path="/slack/events"), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -54,7 +54,8 @@ async def measure_click(n: int, concurrency: int) -> list[float]:
     body = urlencode({"payload": json.dumps(PAYLOAD)})
     acks: list[float] = []
     try:
-        async with SignedPoster(f"http://127.0.0.1:{port}/slack/events", SECRET) as poster:
+        url = f"http://127.0.0.1:{port}/slack/events"
+        async with SignedPoster(url, SECRET, connections=connections) as poster:
 
             async def one() -> float:
                 start = time.perf_counter()
@@ -72,9 +73,12 @@ async def measure_click(n: int, concurrency: int) -> list[float]:
 
 async def main() -> None:
     args = arguments(("bare",), __doc__ or "")
-    if args.measure != "click":
-        raise SystemExit("the bare Bolt app has only the click measure")
-    acks = await measure_click(args.n, args.concurrency)
+    if args.measure not in {"click", "burst"}:
+        raise SystemExit("the bare Bolt app has only the click measures")
+    if args.measure == "burst":  # `--n` clicks at once, once, over a bounded pool
+        acks = await measure_click(args.n, args.n, BURST_CONNECTIONS)
+    else:
+        acks = await measure_click(args.n, args.concurrency)
     emit(contender="bare bolt app", persists="nothing", samples={"ack": acks}, does="acks")
 
 

@@ -38,7 +38,7 @@ sys.path.insert(
 )
 
 import redis.asyncio as aioredis
-from _click import SignedPoster
+from _click import BURST_CONNECTIONS, SignedPoster
 from _driver import (
     ANSWER,
     FINAL,
@@ -47,9 +47,11 @@ from _driver import (
     QUESTION,
     arguments,
     check_cycle,
+    check_fresh,
     emit,
     history_prompt,
     is_history_prompt,
+    saw_prompt,
     sqlite_payload_bytes,
     throughput,
     timed,
@@ -83,6 +85,7 @@ def script(messages: list[dict[str, Any]]) -> Any:
     if is_history_prompt(last["content"]):
         return HISTORY_REPLY
     assert last["content"] == PROMPT, last
+    saw_prompt(sum(m["role"] != "system" for m in messages))
     return [{"name": "ask_user", "arguments": QUESTION}]
 
 
@@ -145,8 +148,11 @@ async def cycle(agent: Agent, parent: str | None = None) -> None:
         raise AssertionError("a timed cycle did not end with the final answer")
 
 
-async def check(agent: Agent, model: FunctionModel, parent: str | None = None) -> float:
-    """One cycle checked for the agreed work; the store calls it made."""
+async def check(
+    agent: Agent, model: FunctionModel, parent: str | None = None, earlier: int = 0
+) -> float:
+    """One cycle checked for the agreed work (in a new conversation, or continuing `parent`,
+    a thread of `earlier` messages); the store calls it made."""
     store = agent.store
     assert store is not None
     counting = CountingStore(store)
@@ -162,6 +168,7 @@ async def check(agent: Agent, model: FunctionModel, parent: str | None = None) -
         answers=1,
         output=output,
         model_calls=model.calls - before,
+        earlier=earlier,
     )
     assert questions[0].payload == QUESTION, questions[0].payload
     return float(sum(counting.calls.values()))
@@ -196,13 +203,13 @@ async def measure_resume(c: Contender, n: int, sizes: list[int], budget: float) 
         async with c.store() as (store, _):
             agent, model = new_agent(store)
             base = await thread(agent, size)
-            await check(agent, model, base)
+            await check(agent, model, base, earlier=size)
 
             async def asked(_: int, base: str | None = base, agent: Agent = agent) -> Any:
                 return agent, await ask(agent, base)
 
             samples[str(size)] = await timed(
-                n, resumed, budget=budget / len(sizes), prepare=asked, warmup=5
+                n, resumed, budget=budget / len(sizes), prepare=asked, warmup=5, earlier=size
             )
     return {"samples": samples}
 
@@ -261,6 +268,7 @@ async def measure_bytes(c: Contender) -> dict[str, Any]:
         empty = await stored_bytes(c, store, url)
         agent, _ = new_agent(store)
         await ask(agent, None)
+        check_fresh()
         result["pending"] = delta(await stored_bytes(c, store, url), empty)
     for messages in (2, 20, 200):
         async with c.store() as (store, url):
@@ -363,6 +371,7 @@ async def cards(bots: Bots, count: int) -> list[tuple[str, dict[str, Any]]]:
         payload = slack.block_actions_payload("U0ALICE", card.ts, f"{ACTION_OPTION}:0")
         found.append((message.ts, payload))
     await bots.drain()
+    check_fresh(count)
     return found
 
 
@@ -425,6 +434,93 @@ async def measure_click(c: Contender, n: int, concurrency: int, web_only: bool) 
         return {"samples": {"ack": acks}, "does": does}
     does = "records it in the store's inbox, acks, then resumes the run in the same process"
     return {"samples": {"ack": acks, "answer": answers}, "does": does}
+
+
+NOT_RECORDED = "could not record that"
+"""In the notice a person gets when the bot acked a click it could not record (the store did not
+take it in time): it asks them to click again."""
+
+BURST_CLICK_ROUNDS = 3
+"""How often a person told "could not record" clicks again before the measure fails."""
+
+SETTLE_S = 180.0
+"""Seconds a round of the burst may take to answer or refuse every click."""
+
+
+async def measure_burst(c: Contender, size: int) -> dict[str, Any]:
+    """`size` cards, then every one clicked at once on one process (the bot, LocalSlack and
+    the clicking clients share its event loop), over `BURST_CONNECTIONS` connections; ms to
+    each HTTP ack. A click the bot acked but
+    could not record is clicked again, as its notice asks, up to `BURST_CLICK_ROUNDS` times; how
+    many were, and how many never were, is part of the result (each thread answered once)."""
+    async with c.store() as (store, url), slack_bots(store, url) as bots:
+        slack = bots.slack
+        poster = SignedPoster(
+            slack.bot_url or "", slack.signing_secret, connections=BURST_CONNECTIONS
+        )
+        async with poster:
+            await click_batch(bots, poster, await cards(bots, 10))
+            batch = await cards(bots, size)
+            bodies = {ts: urlencode({"payload": json.dumps(payload)}) for ts, payload in batch}
+            acks: list[float] = []
+            again: list[int] = []
+            waiting = list(bodies)
+            began = time.perf_counter()
+            for _ in range(BURST_CLICK_ROUNDS):
+                told = sum(NOT_RECORDED in e.text for e in slack.ephemerals)
+                times = await asyncio.gather(*(timed_post(poster, bodies[ts]) for ts in waiting))
+                if not again:
+                    acks = times
+                await settle(bots, waiting, told)
+                waiting = [ts for ts in waiting if not answered(slack, ts)]
+                again.append(len(waiting))
+                if not waiting:
+                    break
+            done = time.perf_counter() - began
+    finals = Counter(m.thread_ts for m in slack.bot_messages() if m.text == FINAL)
+    twice = sorted(finals[ts] for ts in bodies if finals[ts] > 1)
+    assert not twice, f"{len(twice)} thread(s) got more than one final answer: {twice[:10]}"
+    assert sum(finals[ts] for ts in bodies) == size - len(waiting)
+    return {
+        "samples": {"ack": acks},
+        "not_recorded": again[:-1] if not waiting else again,
+        "never_recorded": len(waiting),
+        "all_answered_s": done,
+        "does": "records each click in the store's inbox, acks, resumes the run in the same "
+        "process",
+    }
+
+
+async def settle(bots: Bots, waiting: list[str], told: int) -> None:
+    """Until each clicked thread has its answer or the click its "not recorded" notice, draining
+    the bot (whose kicked work may leave items for a later take). Checked four times a second,
+    not on every change: a check reads every message, and would load the loop it measures."""
+    slack = bots.slack
+
+    def count() -> tuple[int, int]:
+        finals = {m.thread_ts for m in slack.bot_messages() if m.text == FINAL}
+        notices = sum(NOT_RECORDED in e.text for e in slack.ephemerals) - told
+        return sum(ts in finals for ts in waiting), notices
+
+    deadline = time.perf_counter() + SETTLE_S
+    while True:
+        await bots.drain()
+        if sum(count()) >= len(waiting):
+            return
+        if time.perf_counter() > deadline:
+            got, notices = count()
+            raise AssertionError(
+                f"{len(waiting)} clicks: {got} answered and {notices} told 'not recorded' "
+                f"after {SETTLE_S:.0f} s"
+            )
+        await asyncio.sleep(0.25)
+
+
+async def timed_post(poster: SignedPoster, body: str) -> float:
+    start = time.perf_counter()
+    status = await poster.post(body)
+    assert status == 200, status
+    return (time.perf_counter() - start) * 1000
 
 
 async def measure_trips(c: Contender, clicks: int) -> dict[str, Any]:
@@ -554,6 +650,10 @@ async def main() -> None:
             if c.name == "sqlite-full":
                 raise SystemExit("sqlite-full is measured in process only")
             result = await measure_click(c, args.n, args.concurrency, web_only=web_only)
+        elif args.measure == "burst":
+            if c.name == "sqlite-full" or web_only:
+                raise SystemExit("the burst is measured on one process doing all the work")
+            result = await measure_burst(c, args.n)
         else:
             result = await measure_trips(c, args.n)
     finally:

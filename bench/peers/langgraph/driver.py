@@ -31,15 +31,23 @@ from _driver import (
     QUESTION,
     arguments,
     check_cycle,
+    check_fresh,
     emit,
     history_prompt,
     is_history_prompt,
+    saw_prompt,
     sqlite_payload_bytes,
     throughput,
     timed,
 )
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -77,6 +85,7 @@ class ScriptedModel(BaseChatModel):
             reply = AIMessage(content=HISTORY_REPLY)
         else:
             assert last.content == PROMPT, last
+            saw_prompt(sum(not isinstance(m, SystemMessage) for m in messages))
             call = {"name": "ask_user", "args": QUESTION, "id": f"call_{uuid.uuid4().hex[:16]}"}
             reply = AIMessage(content="", tool_calls=[call])
         return ChatResult(generations=[ChatGeneration(message=reply)])
@@ -149,8 +158,15 @@ async def cycle(graph: Any, i: int) -> None:
         raise AssertionError("a timed cycle did not end with the final answer")
 
 
-async def check(graph: Any, model: ScriptedModel, saver: BaseCheckpointSaver[Any]) -> float:
-    """One cycle checked for the agreed work; the saver calls it made."""
+async def check(
+    graph: Any,
+    model: ScriptedModel,
+    saver: BaseCheckpointSaver[Any],
+    base: dict[str, Any] | None = None,
+    earlier: int = 0,
+) -> float:
+    """One cycle checked for the agreed work (in a new thread, or asked at checkpoint `base`
+    of a thread of `earlier` messages); the saver calls it made."""
     calls: Counter[str] = Counter()
     for name in SAVER_CALLS:
         original = getattr(saver, name)
@@ -162,14 +178,22 @@ async def check(graph: Any, model: ScriptedModel, saver: BaseCheckpointSaver[Any
         setattr(saver, name, counted)
     try:
         before = model.calls
-        thread = f"check-{uuid.uuid4().hex}"
-        questions = await ask(graph, config(thread))
+        if base is None:
+            thread = f"check-{uuid.uuid4().hex}"
+            questions = await ask(graph, config(thread))
+        else:
+            thread = base["configurable"]["thread_id"]
+            questions = await ask(graph, base)
         output = await answer(graph, thread)
     finally:
         for name in SAVER_CALLS:
             delattr(saver, name)
     check_cycle(
-        questions=len(questions), answers=1, output=output, model_calls=model.calls - before
+        questions=len(questions),
+        answers=1,
+        output=output,
+        model_calls=model.calls - before,
+        earlier=earlier,
     )
     assert questions[0].value == QUESTION, questions[0].value
     return float(sum(calls.values()))
@@ -213,6 +237,7 @@ async def measure(c: Contender, args: Any) -> dict[str, Any]:
                 empty = saved_bytes(c, saver)
                 if label == "pending":
                     await ask(graph, config("bytes"))
+                    check_fresh()
                 else:
                     await thread_of(graph, "bytes", messages)
                 result[label] = saved_bytes(c, saver) - empty
@@ -229,19 +254,27 @@ async def measure(c: Contender, args: Any) -> dict[str, Any]:
             budget = args.budget / len(args.sizes)
             return {
                 "samples": {
-                    str(size): await resume_samples(graph, args.n, size, budget)
+                    str(size): await resume_samples(graph, model, saver, args.n, size, budget)
                     for size in args.sizes
                 }
             }
     raise SystemExit(f"LangGraph has no `{args.measure}` measure here")
 
 
-async def resume_samples(graph: Any, n: int, messages: int, budget: float) -> list[float]:
+async def resume_samples(
+    graph: Any,
+    model: ScriptedModel,
+    saver: BaseCheckpointSaver[Any],
+    n: int,
+    messages: int,
+    budget: float,
+) -> list[float]:
     """The thread is built once; each sample forks it at its last checkpoint (N earlier
     messages) and asks (untimed), then the resume alone is timed."""
     base = f"base-{uuid.uuid4().hex[:8]}"
     await thread_of(graph, base, messages)
     base_cfg = (await graph.aget_state(config(base))).config
+    await check(graph, model, saver, base_cfg, earlier=messages)
 
     async def asked(_: int) -> None:
         questions = await ask(graph, base_cfg)
@@ -251,7 +284,7 @@ async def resume_samples(graph: Any, n: int, messages: int, budget: float) -> li
         if await answer(graph, base) != FINAL:
             raise AssertionError("a timed resume did not end with the final answer")
 
-    return await timed(n, resumed, budget=budget, prepare=asked, warmup=5)
+    return await timed(n, resumed, budget=budget, prepare=asked, warmup=5, earlier=messages)
 
 
 async def main() -> None:

@@ -6,6 +6,13 @@ provider (`memory`, its default without platform credentials) or `SqliteTracingP
 
 As its documentation shows, the first call is iterated for events and the resume passes the
 prompt again with `parent_id` and `resume`; a thread is continued with `parent_id`.
+
+Every call starts from no run context (`set_run_context(None)`), as each request to timbal's
+own server does (a task of its own). Without it, timbal 2.8 continues the run context the
+previous call left in the task: a top-level call whose `parent_id` is None then takes the last
+finished run as its parent (`parent_id=explicit_parent_id or run_context.id` in
+`Runnable._stream`), so every "new" conversation of a loop of cycles would be the previous one
+grown by two messages.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ from _driver import (
     QUESTION,
     arguments,
     check_cycle,
+    check_fresh,
     emit,
     history_prompt,
     is_history_prompt,
+    saw_prompt,
     sqlite_payload_bytes,
     sqlite_setting,
     throughput,
@@ -40,6 +49,7 @@ from _driver import (
 )
 from timbal import Agent
 from timbal.core import TestModel
+from timbal.state import set_run_context
 from timbal.state.tracing.providers import (
     InMemoryTracingProvider,
     SqliteTracingProvider,
@@ -62,6 +72,7 @@ def script(messages: list[Any]) -> Any:
     if is_history_prompt(first.text):
         return HISTORY_REPLY
     assert first.text == PROMPT, first
+    saw_prompt(sum(m.role != "system" for m in messages))
     call = ToolUseContent(id=f"call_{next(_calls)}", name="ask_user", input=QUESTION)
     return Message(role="assistant", content=[call], stop_reason="tool_use")
 
@@ -123,6 +134,7 @@ class Contender:
 async def ask(agent: Agent, parent: str | None) -> tuple[list[InteractionEvent], str]:
     questions = []
     paused = None
+    set_run_context(None)
     async for event in agent(prompt=PROMPT, parent_id=parent):
         if isinstance(event, InteractionEvent):
             questions.append(event)
@@ -133,6 +145,7 @@ async def ask(agent: Agent, parent: str | None) -> tuple[list[InteractionEvent],
 
 
 async def answer(agent: Agent, paused: str, questions: list[InteractionEvent]) -> str:
+    set_run_context(None)
     done = await agent(
         prompt=PROMPT, parent_id=paused, resume={questions[0].interaction_id: ANSWER}
     ).collect()
@@ -145,13 +158,19 @@ async def cycle(agent: Agent, parent: str | None = None) -> None:
         raise AssertionError("a timed cycle did not end with the final answer")
 
 
-async def check(c: Contender, agent: Agent, model: TestModel, parent: str | None = None) -> float:
+async def check(
+    c: Contender, agent: Agent, model: TestModel, parent: str | None = None, earlier: int = 0
+) -> float:
     c.calls.clear()
     before = model.call_count
     questions, paused = await ask(agent, parent)
     output = await answer(agent, paused, questions)
     check_cycle(
-        questions=len(questions), answers=1, output=output, model_calls=model.call_count - before
+        questions=len(questions),
+        answers=1,
+        output=output,
+        model_calls=model.call_count - before,
+        earlier=earlier,
     )
     assert questions[0].payload == QUESTION, questions[0].payload
     return float(sum(c.calls.values()))
@@ -160,6 +179,7 @@ async def check(c: Contender, agent: Agent, model: TestModel, parent: str | None
 async def thread(agent: Agent, messages: int) -> str | None:
     last = None
     for i in range(messages // 2):
+        set_run_context(None)
         done = await agent(prompt=history_prompt(i), parent_id=last).collect()
         assert done.output.collect_text() == HISTORY_REPLY, done
         last = done.run_id
@@ -180,6 +200,7 @@ async def measure(c: Contender, args: Any) -> dict[str, Any]:
             agent, _ = c.agent()
             if label == "pending":
                 await ask(agent, None)
+                check_fresh()
             else:
                 await thread(agent, messages)
             result[label] = {"payload": sum(sqlite_payload_bytes(c.path).values())}
@@ -189,7 +210,7 @@ async def measure(c: Contender, args: Any) -> dict[str, Any]:
         samples = {}
         for size in args.sizes:
             base = await thread(agent, size)
-            await check(c, agent, model, base)
+            await check(c, agent, model, base, earlier=size)
 
             async def asked(_: int, base: str | None = base) -> Any:
                 return await ask(agent, base)
@@ -199,7 +220,12 @@ async def measure(c: Contender, args: Any) -> dict[str, Any]:
                     raise AssertionError("a timed resume did not end with the final answer")
 
             samples[str(size)] = await timed(
-                args.n, resumed, budget=args.budget / len(args.sizes), prepare=asked, warmup=5
+                args.n,
+                resumed,
+                budget=args.budget / len(args.sizes),
+                prepare=asked,
+                warmup=5,
+                earlier=size,
             )
         return {"samples": samples}
     store_calls = await check(c, agent, model)
