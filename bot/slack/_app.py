@@ -56,6 +56,7 @@ from ._verify import (
     person_event,
     session_stopped,
 )
+from ._visibility import Visibility
 from ._worker import Worker
 
 __all__ = ["Role", "SlackBot", "make_client"]
@@ -170,6 +171,7 @@ class SlackBot:
             clock=clock,
             nudges=nudges,
         )
+        self.visibility = Visibility(self.chat)
         self.home = Home(
             store=store,
             chat=self.chat,
@@ -177,6 +179,7 @@ class SlackBot:
             members=members,
             tasks=self.tasks,
             agent_name=agent.name,
+            visibility=self.visibility,
             clock=clock,
         )
         self.conversations.cards.home_changed = self.home.changed
@@ -191,6 +194,7 @@ class SlackBot:
             expire=self._expire_later,
             clock=clock,
             home=self.home,
+            visibility=self.visibility,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
         self.dispatch = Dispatch(
@@ -605,6 +609,7 @@ class SlackBot:
                 "interaction_id": record.interaction_id,
                 "user": str(body["user"]["id"]),
                 "answer": check.answer,
+                "teams": list(check.teams),
             }
             if not await self._record("view", item):
                 check = self.answers.not_recorded(body, NOT_RECORDED)
