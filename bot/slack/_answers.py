@@ -727,7 +727,10 @@ class Answers:
                 run_id=record.run_id,
                 user=user,
                 detail=(
-                    f"approved {k} of {needed}" if needed > 1 else (edit or _short_json(answer))
+                    f"approved {k} of {needed}"
+                    if needed > 1
+                    # A modal's answer may hold a secret typed into a field: masked as shown.
+                    else (edit or _short_json(redact(answer)))
                 ),
             )
             for k in range(1, needed + 1)
@@ -768,7 +771,7 @@ class Answers:
         detail = {
             "approved": answer.get("approved") is True,
             "arguments": {
-                "original": original,
+                "original": redact(original),
                 "edited": redact(edited, tool.redact if tool else frozenset()),
             },
         }

@@ -537,12 +537,10 @@ class SlackBot:
                 await ack()
                 return
             await ack(text=check.refusal)
-            detail = f"{body.get('command')} {body.get('text') or ''}".strip()
             refusal = audit_refusal(
                 self.store,
                 user=str(body.get("user_id") or ""),
-                detail=detail,
-                reason=check.refusal,
+                detail=check.audited,
                 at=self.clock(),
             )
             self.tasks.spawn(refusal, name="audit-command")
@@ -565,7 +563,7 @@ class SlackBot:
     async def _take_command_form(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # Checked before the ack without a store read (the form says where it came from), so
         # errors show inline; a valid one is recorded as the command's work, once per view.
-        check = read_form_submission(self.agent, body)
+        check = read_form_submission(self.agent, body, team=await self.chat.team_id())
         if check.item is not None:
             if await self._record("command", check.item, dedupe=check.dedupe):
                 await ack()
@@ -580,8 +578,7 @@ class SlackBot:
             refusal = audit_refusal(
                 self.store,
                 user=str(user.get("id") or "") if isinstance(user, dict) else "",
-                detail="form",
-                reason=check.refusal,
+                detail=f"form: {check.refusal}",
                 at=self.clock(),
             )
             self.tasks.spawn(refusal, name="audit-command-form")

@@ -58,7 +58,7 @@ async def test_a_command_runs_the_tool_through_the_gate(make_bot: BotFactory) ->
         assert response.status == 200 and not response.body.strip()
         await h.bot.drain()
         [opening] = [m for m in h.slack.bot_messages() if m.thread_ts is None]
-        assert opening.text == f"<@{ALICE}> ran /deploy api 2.3 environment=prod"
+        assert opening.text == f"<@{ALICE}> ran /deploy service=api version=2.3 environment=prod"
         card = h.card(opening.ts)
         assert card.thread_ts == opening.ts and DEPLOYS == []
         record = await h.store.get_interaction(h.interaction_id(card))
