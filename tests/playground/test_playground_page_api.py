@@ -374,9 +374,7 @@ async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
     echo = "<@U0ALICE> ran /deploy service=api version=2.3 environment=prod"
     opening = await page.wait_for(
         "U0ALICE",
-        lambda s: next(
-            (m for m in s["messages"] if m["text"] == echo), None
-        ),
+        lambda s: next((m for m in s["messages"] if m["text"] == echo), None),
     )
     card = await page.wait_for(
         "U0ALICE",
