@@ -67,12 +67,15 @@ async def test_home_lists_dm_and_private_channel_requests_only_for_who_can_see_t
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
         _private(h, ALICE, CAROL)
+        h.slack.add_group_dm("C0TRIO", [ALICE, CAROL, DAVE])
         _, public = await _ask(h, CHANNEL)
         _, private = await _ask(h, PRIVATE)
         _, direct = await _ask(h, h.slack.dm_channel(ALICE))
+        _, group = await _ask(h, "C0TRIO")
 
-        assert await _open(h, CAROL) == {public, private}  # a member of the private channel
-        assert await _open(h, BOB) == {public}  # an approver who is in neither
+        # CAROL is in the private channel and the group DM; BOB, an approver, in neither.
+        assert await _open(h, CAROL) == {public, private, group}
+        assert await _open(h, BOB) == {public}
         assert await _open(h, DAVE) == set()
 
         # BOB forges a Home click on each hidden request (a control CAROL's view shows, and

@@ -301,6 +301,22 @@ async def test_a_form_submitted_by_someone_else_is_refused(make_bot: BotFactory)
         assert [e.user for e in refused] == [BOB]
 
 
+async def test_a_form_from_another_workspace_is_refused(make_bot: BotFactory) -> None:
+    async with make_bot(_agent(), HANDBACK_APPROVERS="S0OPS") as h:
+        view_id, ids = await _open_form(h, "api")
+        values = {ids["Service"]: "web", ids["Version"]: "9"}
+        payload = h.slack.view_submission_payload(ALICE, view_id, values)
+        payload["team"]["id"] = payload["user"]["team_id"] = "T0OTHER"
+        response = await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        body = response.json()
+        assert body["response_action"] == "errors"
+        assert "does not come from this app's workspace" in json.dumps(body["errors"])
+        assert h.slack.bot_messages() == [] and DEPLOYS == []
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert [e.user for e in refused] == [ALICE]
+
+
 async def test_a_secret_parameter_shows_only_what_was_typed(make_bot: BotFactory) -> None:
     tool = Tool(rotate, command="/rotate")
     agent = Agent(name="ops", model=FunctionModel(_never), tools=[tool])
