@@ -209,11 +209,15 @@ class Answers:
                 detail=reason if told == reason else f"{reason} (told: {told})",
             )
         )
-        reason = told
+        outsider, reason = told != reason, told
         if home and self.home is not None:
             await self.home.publish(user, notice=reason)
-        elif channel:
-            await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts)
+        elif channel and await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts):
+            pass
+        elif outsider and user:
+            # Slack refuses an ephemeral message to someone who is not in the channel: they
+            # are told in their DM with the app instead (it names nothing of the request).
+            await self.chat.post(user, reason)
         else:
             log.info("refused %s for %s: %s", interaction_id, user, reason)
 

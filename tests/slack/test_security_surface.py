@@ -170,12 +170,16 @@ async def test_a_refusal_to_someone_who_cannot_see_the_request_names_nothing_of_
         assert (await h.slack.send_interactivity(forged)).status == 200
         await h.bot.drain()
         assert await h.click(CAROL, card.ts, ACTION_APPROVE) == 200
+        # Slack refuses an ephemeral message to someone not in the channel: told in a DM.
+        h.slack.fail_next("chat.postEphemeral", status=400)
         assert (await h.slack.send_interactivity(forged)).status == 200
         await h.bot.drain()
 
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
         assert "`deploy`" in h.ephemerals(BOB)[-1]
-        assert h.ephemerals(DAVE) == [NOT_YOURS, NOT_YOURS]
+        assert h.ephemerals(DAVE) == [NOT_YOURS]
+        dm = h.slack.bot_messages(channel=h.slack.dm_channel(DAVE))
+        assert [m.text for m in dm] == [NOT_YOURS]
         refused = await _refused(h, DAVE)
         assert [e.interaction_id for e in refused] == [iid, iid]
         # The audit keeps the real reason, and says what the outsider was told.
