@@ -45,8 +45,8 @@ _LOCKED_SHOWN: Final = 15
 
 
 def _hides_secret(value: Any) -> bool:
-    if value == REDACTED:
-        return True
+    if isinstance(value, str) and REDACTED in value:
+        return True  # Whole, or a masked part of a text (`token=[redacted]`).
     if isinstance(value, dict):
         return any(_hides_secret(item) for item in value.values())
     if isinstance(value, list):

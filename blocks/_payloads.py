@@ -65,6 +65,11 @@ class _Model(BaseModel):
 
 class _User(_Model):
     id: _Id
+    team_id: _Id | None = None
+
+
+class _Team(_Model):
+    id: _Id
 
 
 class _Channel(_Model):
@@ -137,6 +142,7 @@ class _View(_Model):
 
 class _ViewSubmission(_Model):
     type: Literal["view_submission"]
+    team: _Team | None = None
     user: _User
     view: _View
 
@@ -156,6 +162,7 @@ class _CommandView(_Model):
 
 class _CommandSubmission(_Model):
     type: Literal["view_submission"]
+    team: _Team | None = None
     user: _User
     view: _CommandView
 
@@ -194,6 +201,9 @@ class ModalSubmission:
     view_id: str | None = None
     values: dict[str, InputValue] = field(default_factory=dict)
     """By block id: the `hb:input` element of each input block."""
+    teams: tuple[str, ...] = ()
+    """The workspaces the payload names (`team.id`, `user.team_id`): a submission counts only
+    when it names the app's, and no other."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -222,6 +232,12 @@ class CommandSubmission:
     view_id: str
     values: dict[str, InputValue] = field(default_factory=dict)
     """By block id: the `hb:input` element of each input block."""
+    teams: tuple[str, ...] = ()
+    """The workspaces the payload names (`team.id`, `user.team_id`)."""
+
+
+def _teams(team: _Team | None, user: _User) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t for t in (team.id if team else None, user.team_id) if t))
 
 
 def _input_value(element: _Element) -> InputValue:
@@ -327,6 +343,7 @@ def parse_view_submission(payload: dict[str, Any]) -> ModalSubmission:
         user_id=body.user.id,
         view_id=body.view.id,
         values=values,
+        teams=_teams(body.team, body.user),
     )
 
 
@@ -351,4 +368,5 @@ def parse_command_submission(payload: dict[str, Any]) -> CommandSubmission:
         user_id=body.user.id,
         view_id=body.view.id,
         values=_state_values(body.view.state),
+        teams=_teams(body.team, body.user),
     )

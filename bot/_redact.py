@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["REDACTED", "redact", "redact_schema"]
+__all__ = ["REDACTED", "mask_text", "redact", "redact_schema"]
 
 REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
@@ -15,9 +15,30 @@ _SECRET_KEY = re.compile(
 )
 
 
+_SECRET_PAIR = re.compile(
+    rf"((?:{_SECRET_KEY.pattern})[A-Za-z0-9_\-]*\s*[=:]\s*(?:bearer\s+)?|\bbearer\s+)"
+    r"(\"[^\"]*\"|'[^']*'|\S+)",
+    re.IGNORECASE,
+)
+_TOKEN_SHAPE = re.compile(
+    r"\b(?:xox[a-z]-|xapp-|gh[pousr]_|github_pat_|sk-|AKIA|ASIA)[A-Za-z0-9_\-]{6,}"
+)
+
+
+def mask_text(text: str) -> str:
+    """`text` with secret-looking parts replaced: what follows a secret-looking name and `=`
+    or `:` (`token=hunter2`, `password: x`, `Bearer x`), and well-known token shapes
+    (`xoxb-…`, `ghp_…`, `sk-…`, `AKIA…`)."""
+    text = _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, text)
+    return _TOKEN_SHAPE.sub(REDACTED, text)
+
+
 def redact(value: Any, keys: frozenset[str] = frozenset()) -> Any:
     """A copy of `value` where every value under a secret-looking key, or under one of `keys`
-    (a tool's own list, compared without case), is replaced."""
+    (a tool's own list, compared without case), is replaced, and secret-looking parts of any
+    other text are masked (`mask_text`)."""
+    if isinstance(value, str):
+        return mask_text(value)
     if isinstance(value, dict):
         return {
             key: REDACTED if _secret(key, keys) else redact(item, keys)

@@ -41,8 +41,9 @@ from ._grants import revoke_grant
 from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
-from ._refusal import Refusal
+from ._refusal import NOT_YOURS, Refusal
 from ._turns import Thread, TurnHold
+from ._visibility import Visibility
 from ._votes import Votes, approves, voted, votes_needed
 from ._worker import Work
 
@@ -71,6 +72,8 @@ class SubmissionCheck:
     answer: Any = None
     notice: str | None = None
     """A refusal that cannot be shown inline (the view has no input block)."""
+    teams: tuple[str, ...] = ()
+    """The workspaces the submission named, checked again when its answer is claimed."""
 
 
 class Answers:
@@ -86,6 +89,7 @@ class Answers:
         members: GroupMembers,
         expire: Expire,
         clock: Callable[[], float] = time.time,
+        visibility: Visibility,
         fresh_members: GroupMembers | None = None,
         home: Home | None = None,
     ) -> None:
@@ -101,6 +105,9 @@ class Answers:
         self.clock = clock
         self.home = home
         """Publishes App Home views: clicks made there are answered there."""
+        self.visibility = visibility
+        """Who can see a request's conversation: modal answers are taken only from them, and
+        refusals to anyone else say nothing of the request."""
         self._settled_before: set[str] = set()
         """Runs the last patient `recover()` found settled."""
         self._recheck = Recheck(
@@ -145,15 +152,34 @@ class Answers:
         if record.status == "pending" and record.expires_at <= self.clock():
             # The sweeper has not got to it yet; expire it now (in the background) and say so.
             await self.expire(record)
-            raise Refusal("This request expired, so it can no longer be answered.")
+            raise Refusal("This request expired, so it can no longer be answered.", record=record)
         if _own_earlier_answer(record, user, work) or _own_earlier_vote(record, user, work):
             return record
         if record.status != "pending":
-            raise Refusal(_closed_reason(record))
+            raise Refusal(_closed_reason(record), record=record)
         refusal = await self.policy.refusal(record, user, self.members, denying=denying)
         if refusal is not None:
-            raise Refusal(refusal)
+            raise Refusal(refusal, record=record)
         return record
+
+    async def _check_modal(
+        self, record: InteractionRecord, user: str, teams: tuple[str, ...]
+    ) -> None:
+        """A modal's answer gets the checks a click's channel gives it: a modal has no
+        channel, so its submitter must be able to see the request's conversation, from the
+        app's own workspace (and no other). Fails closed: `Refusal`."""
+        team = await self.chat.team_id()
+        if team is None or not teams or any(given != team for given in teams):
+            raise Refusal(NOT_YOURS, record=record)
+        if not await self.visibility.can_see(record, user):
+            raise Refusal(NOT_YOURS, record=record)
+
+    async def _told(self, reason: str, user: str, record: InteractionRecord | None) -> str:
+        """What to tell `user` of a refusal: the reason, or `NOT_YOURS` when they cannot see
+        the request's conversation (the reason may name its tool or who answered it)."""
+        if record is None or reason == NOT_YOURS or not user:
+            return reason
+        return reason if await self.visibility.can_see(record, user) else NOT_YOURS
 
     async def _refuse(
         self,
@@ -165,10 +191,13 @@ class Answers:
         interaction_id: str | None,
         run_id: str | None = None,
         home: bool = False,
+        record: InteractionRecord | None = None,
     ) -> None:
         """Audit the refusal and tell the person: ephemeral in the channel, or, for a click in
-        App Home (`home`, which has no channel), on top of their republished view."""
+        App Home (`home`, which has no channel), on top of their republished view. Told
+        `NOT_YOURS` instead when they cannot see `record`'s conversation."""
         _metrics.answer_refused(reason)
+        told = await self._told(reason, user, record)
         await self.store.audit(
             AuditEntry(
                 at=self.clock(),
@@ -176,13 +205,18 @@ class Answers:
                 interaction_id=interaction_id,
                 run_id=run_id,
                 user=user,
-                detail=reason,
+                detail=reason if told == reason else f"{reason} (told: {told})",
             )
         )
+        outsider, reason = told != reason, told
         if home and self.home is not None:
             await self.home.publish(user, notice=reason)
-        elif channel:
-            await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts)
+        elif channel and await self.chat.ephemeral(channel, user, reason, thread_ts=thread_ts):
+            pass
+        elif outsider and user:
+            # Slack refuses an ephemeral message to someone who is not in the channel: they
+            # are told in their DM with the app instead (it names nothing of the request).
+            await self.chat.post(user, reason)
         else:
             log.info("refused %s for %s: %s", interaction_id, user, reason)
 
@@ -241,6 +275,8 @@ class Answers:
                     record, user=action.user_id, answer=answer, work=work, home=in_home
                 )
         except (Refusal, InvalidAnswer) as error:
+            if isinstance(error, Refusal) and error.record is not None:
+                record = error.record
             await self._refuse(
                 user=action.user_id,
                 channel=action.channel_id,
@@ -249,6 +285,7 @@ class Answers:
                 interaction_id=action.interaction_id,
                 run_id=record.run_id if record else None,
                 home=in_home,
+                record=record,
             )
 
     async def _revoke(self, action: CardAction) -> None:
@@ -340,12 +377,16 @@ class Answers:
                 channel=None,
                 denying=submission.callback_id == blocks.CALLBACK_DENY_MODAL,
             )
+            await self._check_modal(record, user, submission.teams)
             answer = blocks.answer_from_submission(record, submission)
             if submission.callback_id == blocks.CALLBACK_EDIT_MODAL:
                 problem = await self._edit_problem(record, answer)
                 if problem is not None:
-                    return self._inline(problem, first_input)
+                    raise Refusal(problem, record=record)
         except Refusal as error:
+            record = error.record or record
+            told = await self._told(str(error), user, record)
+            _metrics.answer_refused(str(error))
             await self.store.audit(
                 AuditEntry(
                     at=self.clock(),
@@ -353,41 +394,87 @@ class Answers:
                     interaction_id=submission.interaction_id,
                     run_id=record.run_id if record else None,
                     user=user,
-                    detail=str(error),
+                    detail=str(error) if told == str(error) else f"{error} (told: {told})",
                 )
             )
-            return self._inline(str(error), first_input)
+            return self._inline(told, first_input)
         except InvalidAnswer as error:
             if error.errors:
                 return SubmissionCheck(errors=error.errors)
             return self._inline(str(error), first_input)
-        return SubmissionCheck(record=record, answer=answer)
+        return SubmissionCheck(record=record, answer=answer, teams=submission.teams)
+
+    async def on_modal_answer(self, item: dict[str, Any], *, work: Work | None = None) -> None:
+        """Claim a modal's answer (a `view` work item, checked before its ack): every check
+        is made again first, the submitter's and the request's, since either may have changed
+        (or the item may not come from this app's own check)."""
+        user = str(item["user"])
+        answer = item["answer"]
+        teams = tuple(str(team) for team in item.get("teams") or ())
+        record: InteractionRecord | None = None
+        try:
+            record = await self._pending(
+                str(item["interaction_id"]),
+                user,
+                channel=None,
+                # Only an approval's Deny may come from its requester (`policy.refusal`).
+                denying=not approves(answer),
+                work=work,
+            )
+            await self._check_modal(record, user, teams)
+        except Refusal as error:
+            record = error.record or record
+            await self._refuse(
+                user=user,
+                channel=record.channel if record else None,
+                thread_ts=record.thread_ts if record else None,
+                reason=str(error),
+                interaction_id=str(item["interaction_id"]),
+                run_id=record.run_id if record else None,
+                record=record,
+            )
+            return
+        await self.accept(record, user=user, answer=answer, work=work)
 
     async def _edit_problem(self, record: InteractionRecord, answer: Any) -> str | None:
         """Why the runtime would not run an edit: with the edited arguments the tool's policy
         asks for another rule than the request was made under (say, two approvers for prod
         where one approved staging). Told inline, before anything is claimed, so the approver
-        denies and asks again instead; None when the edit may go on, or when it cannot be
-        told here (an argument is hidden, or this agent's tool is not the one that asked): the
-        gate checks it again in any case and fails closed."""
+        denies and asks again instead, and the card never says "approved" for a call the gate
+        then refuses. An argument shown hidden keeps the model's value, which is not here: the
+        policy is asked with each value it could stand for (its default, the hidden mark) and
+        any of them needing another rule is a problem, as is a policy that cannot be asked
+        with any (fail closed). None when the edit may go on, or when this agent's tool is not
+        the one that asked (the gate checks it again in any case)."""
         name = str(record.payload.get("tool", ""))
         tool = self.conversations.agent.tools.get(name)
         shown = record.payload.get("arguments")
         if (
             tool is None
             or not isinstance(shown, dict)
-            or blocks.locked_arguments(record)
             or redact_schema(tool.parameters, tool.redact) != record.payload.get("arguments_schema")
         ):
             return None
         try:
-            arguments = tool.parse_arguments(json.dumps({**shown, **answer["arguments"]}))
-            needed = await tool.approval_for(arguments)
             asked = approval_of(record)
-        except (ArgumentsError, ApprovalPolicyError, CorruptRecordError):
+        except CorruptRecordError:
+            return None  # The claim refuses a rule that does not read back.
+        locked = set(blocks.locked_arguments(record))
+        edits = {k: v for k, v in answer["arguments"].items() if k not in locked}
+        needed: list[Any] = []
+        for hidden in _hidden_candidates(tool.parameters, shown, locked):
+            try:
+                arguments = tool.parse_arguments(json.dumps({**shown, **hidden, **edits}))
+                needed.append(await tool.approval_for(arguments))
+            except (ArgumentsError, ApprovalPolicyError):
+                continue
+        if needed and all(rule is None or rule == asked for rule in needed):
             return None
-        if needed is None or needed == asked:
-            return None
+        if not needed:
+            return (
+                f"I cannot check the edited arguments of `{name}` against its approval rule "
+                "here. Deny it and ask again instead."
+            )
         return (
             f"With these arguments `{name}` needs a different approval than this request was "
             "made under. Deny it and ask again instead."
@@ -526,6 +613,7 @@ class Answers:
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
                 home=home,
+                record=record,
             )
             return
         if needed > 1:
@@ -612,6 +700,7 @@ class Answers:
                 interaction_id=record.interaction_id,
                 run_id=record.run_id,
                 home=home,
+                record=record,
             )
             return
         _metrics.ANSWERS.labels(outcome="accepted").inc()
@@ -644,7 +733,10 @@ class Answers:
                 run_id=record.run_id,
                 user=user,
                 detail=(
-                    f"approved {k} of {needed}" if needed > 1 else (edit or _short_json(answer))
+                    f"approved {k} of {needed}"
+                    if needed > 1
+                    # A modal's answer may hold a secret typed into a field: masked as shown.
+                    else (edit or _short_json(redact(answer)))
                 )
                 + why,
             )
@@ -683,7 +775,7 @@ class Answers:
         detail = {
             "approved": answer.get("approved") is True,
             "arguments": {
-                "original": original,
+                "original": redact(original),
                 "edited": redact(edited, tool.redact if tool else frozenset()),
             },
         }
@@ -788,6 +880,25 @@ class Answers:
             by=_shaped_by(records),
         )
         return True
+
+
+def _hidden_candidates(
+    schema: dict[str, Any], shown: dict[str, Any], locked: set[str]
+) -> list[dict[str, Any]]:
+    """Values the hidden (`locked`) arguments could stand for when a policy is asked about an
+    edit: each at its default where the tool has one (a secret left empty, say), and each as
+    shown (the hidden mark, which fits any text argument)."""
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    defaults: dict[str, Any] = {}
+    for key in locked:
+        spec = properties.get(key)
+        if isinstance(spec, dict) and "default" in spec:
+            defaults[key] = spec["default"]
+        else:
+            defaults[key] = shown.get(key)
+    as_shown = {key: shown.get(key) for key in locked}
+    return [defaults] if defaults == as_shown else [defaults, as_shown]
 
 
 def _shaped_by(records: list[InteractionRecord]) -> list[str]:

@@ -59,6 +59,7 @@ from ._verify import (
     person_event,
     session_stopped,
 )
+from ._visibility import Visibility
 from ._worker import Worker
 
 __all__ = ["Role", "SlackBot", "make_client"]
@@ -175,6 +176,7 @@ class SlackBot:
             clock=clock,
             nudges=nudges,
         )
+        self.visibility = Visibility(self.chat)
         self.home = Home(
             store=store,
             chat=self.chat,
@@ -182,6 +184,7 @@ class SlackBot:
             members=members,
             tasks=self.tasks,
             agent_name=agent.name,
+            visibility=self.visibility,
             clock=clock,
         )
         self.conversations.cards.home_changed = self.home.changed
@@ -196,6 +199,7 @@ class SlackBot:
             expire=self._expire_later,
             clock=clock,
             home=self.home,
+            visibility=self.visibility,
         )
         self.sweeper.recover = functools.partial(self.answers.recover, patient=True)
         self.stops = StopCheck(
@@ -539,12 +543,10 @@ class SlackBot:
                 await ack()
                 return
             await ack(text=check.refusal)
-            detail = f"{body.get('command')} {body.get('text') or ''}".strip()
             refusal = audit_refusal(
                 self.store,
                 user=str(body.get("user_id") or ""),
-                detail=detail,
-                reason=check.refusal,
+                detail=check.audited,
                 at=self.clock(),
             )
             self.tasks.spawn(refusal, name="audit-command")
@@ -567,7 +569,7 @@ class SlackBot:
     async def _take_command_form(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # Checked before the ack without a store read (the form says where it came from), so
         # errors show inline; a valid one is recorded as the command's work, once per view.
-        check = read_form_submission(self.agent, body)
+        check = read_form_submission(self.agent, body, team=await self.chat.team_id())
         if check.item is not None:
             if await self._record("command", check.item, dedupe=check.dedupe):
                 await ack()
@@ -582,8 +584,7 @@ class SlackBot:
             refusal = audit_refusal(
                 self.store,
                 user=str(user.get("id") or "") if isinstance(user, dict) else "",
-                detail="form",
-                reason=check.refusal,
+                detail=f"form: {check.refusal}",
                 at=self.clock(),
             )
             self.tasks.spawn(refusal, name="audit-command-form")
@@ -609,6 +610,7 @@ class SlackBot:
                 "interaction_id": record.interaction_id,
                 "user": str(body["user"]["id"]),
                 "answer": check.answer,
+                "teams": list(check.teams),
             }
             if not await self._record("view", item):
                 check = self.answers.not_recorded(body, NOT_RECORDED)

@@ -35,6 +35,9 @@ NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
 
 log = logging.getLogger("handback.slack")
 
+_MEMBER_PAGES = 20
+"""Pages of 1000 members read at most: a bigger conversation is refused, never half-read."""
+
 _MAX_TEXT = 39_000
 """Slack truncates message text past 40,000 characters; stay under it with room to spare."""
 
@@ -244,6 +247,33 @@ class Chat:
 
     async def delete(self, channel: str, ts: str) -> bool:
         return await self._call("chat_delete", channel=channel, ts=ts) is not None
+
+    async def conversation_info(self, channel: str) -> dict[str, Any] | None:
+        """The channel as `conversations.info` describes it; None when Slack refused."""
+        data = await self._call("conversations_info", channel=channel)
+        found = data.get("channel") if data else None
+        return found if isinstance(found, dict) else None
+
+    async def conversation_members(self, channel: str) -> frozenset[str] | None:
+        """Everyone in the channel (`conversations.members`, every page); None when Slack
+        refused a page or the channel has more than `_MEMBER_PAGES` pages of them."""
+        members: set[str] = set()
+        cursor: str | None = None
+        for _ in range(_MEMBER_PAGES):
+            kwargs: dict[str, Any] = {"channel": channel, "limit": 1000}
+            if cursor:
+                kwargs["cursor"] = cursor
+            data = await self._call("conversations_members", **kwargs)
+            page = data.get("members") if data else None
+            if not isinstance(page, list):
+                return None
+            members.update(str(member) for member in page)
+            meta = data.get("response_metadata") if data else None
+            cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+            if not cursor:
+                return frozenset(members)
+        log.warning("not reading the members of %s: more than %d pages", channel, _MEMBER_PAGES)
+        return None
 
 
 def _stream_result(data: dict[str, Any] | str) -> StreamResult:

@@ -10,6 +10,11 @@ the reason and the usage. A submitted form is checked before its ack, without a 
 work, once per view. The worker side (`Commands.run`) posts a message in the channel saying who
 ran what and runs the tool in that message's thread (`Agent.call_tool`): the approval card and
 the result land there, and the person who typed the command is the requester.
+
+A command's text is secret-bearing (Slack shows it to nobody but whoever typed it): what is
+posted, audited or kept in the run's transcript is the command as its parsed arguments, with
+secret-looking values and the tool's `redact=` hidden (`shown_command`), never the text itself;
+only the tool gets the real values.
 """
 
 from __future__ import annotations
@@ -32,7 +37,14 @@ from ._conversation import Conversations
 from ._turns import Thread
 from ._worker import Work
 
-__all__ = ["CommandCheck", "Commands", "FormCheck", "read_command", "read_form_submission"]
+__all__ = [
+    "CommandCheck",
+    "Commands",
+    "FormCheck",
+    "read_command",
+    "read_form_submission",
+    "shown_command",
+]
 
 log = logging.getLogger("handback.slack")
 
@@ -45,7 +57,11 @@ class CommandCheck:
 
     arguments: dict[str, Any] | None = None
     refusal: str | None = None
-    """The ephemeral answer (mrkdwn) to a command that does not run."""
+    """The ephemeral answer (mrkdwn) to a command that does not run (to whoever typed it:
+    it may quote their text)."""
+    audited: str = ""
+    """What the audit says of a refused command: the command as `shown_command` shows it and
+    why, never its text (the reason above may quote it)."""
     form: dict[str, Any] | None = None
     """The modal to open instead of the refusal: the tool's form, pre-filled with what the
     text gave; None when the command is unknown or its parameters do not fit a modal."""
@@ -60,7 +76,8 @@ def read_command(agent: Agent, body: dict[str, Any]) -> CommandCheck:
     if tool is None:
         known = ", ".join(f"`{c}`" for c in sorted(agent.commands)) or "none"
         return CommandCheck(
-            refusal=f"`{escape(command)}` is not one of my commands (mine: {known})."
+            refusal=f"`{escape(command)}` is not one of my commands (mine: {known}).",
+            audited=f"{command[:100]}: not one of my commands",
         )
     usage = blocks.command_usage(command, tool.parameters, tool.description)
     text = str(body.get("text") or "")
@@ -76,7 +93,12 @@ def read_command(agent: Agent, body: dict[str, Any]) -> CommandCheck:
         form = blocks.render_command_modal(
             origin, tool.parameters, blocks.parse_partial(text, tool.parameters), problem=problem
         )
-        return CommandCheck(refusal=f"{problem}\n{usage}", form=form)
+        shown = shown_command(command, tool, blocks.parse_partial(text, tool.parameters))
+        return CommandCheck(
+            refusal=f"{problem}\n{usage}",
+            form=form,
+            audited=f"{shown}: its text does not make valid arguments",
+        )
     return CommandCheck(arguments=arguments)
 
 
@@ -111,15 +133,18 @@ def _refused(reason: str, block: str | None) -> FormCheck:
     return FormCheck(refusal=reason, errors={block: reason[:150]} if block else None)
 
 
-def read_form_submission(agent: Agent, body: dict[str, Any]) -> FormCheck:
-    """Check a submitted command form before its ack (pure, so it needs no store): the
-    submitter must be who typed the command, and the values must make valid arguments."""
+def read_form_submission(agent: Agent, body: dict[str, Any], *, team: str | None) -> FormCheck:
+    """Check a submitted command form before its ack (pure, so it needs no store): it must
+    come from the app's workspace (`team`, None when unknown: refused), the submitter must be
+    who typed the command, and the values must make valid arguments."""
     first = _first_input(body)
     try:
         submission = blocks.parse_command_submission(body)
     except blocks.InvalidAnswer as error:
         return _refused(str(error), first)
     origin = submission.origin
+    if team is None or not submission.teams or any(t != team for t in submission.teams):
+        return _refused("This form does not come from this app's workspace.", first)
     if submission.user_id != origin.user:
         return _refused("Only the person who typed the command can submit its form.", first)
     tool = agent.commands.get(origin.command)
@@ -147,19 +172,12 @@ def read_form_submission(agent: Agent, body: dict[str, Any]) -> FormCheck:
     )
 
 
-async def audit_refusal(
-    store: Store, *, user: str | None, detail: str, reason: str, at: float
-) -> None:
+async def audit_refusal(store: Store, *, user: str | None, detail: str, at: float) -> None:
     """The audit entry of a refused command or command form (best effort: the person was
-    already answered)."""
+    already answered); `detail` says what and why without the command's text."""
     try:
         await store.audit(
-            AuditEntry(
-                at=at,
-                action="refused",
-                user=user or None,
-                detail=f"command {detail[:300]}: {reason[:300]}",
-            )
+            AuditEntry(at=at, action="refused", user=user or None, detail=f"command {detail[:600]}")
         )
     except Exception:
         log.warning("could not audit a refused command", exc_info=True)
@@ -186,10 +204,8 @@ class Commands:
             await self.chat.ephemeral(channel, user, refusal or "")
             return
         tool = self.agent.commands[command]
-        if "arguments" in body:
-            typed = _as_typed(command, tool, arguments)
-        else:
-            typed = f"{command} {body.get('text') or ''}".strip()
+        # Posted, and kept as the run's prompt: never the text itself, which may hold a secret.
+        typed = shown_command(command, tool, arguments)
         who = f"<@{user}>" if _USER_ID.fullmatch(user) else escape(user)
         ts = await self.chat.post(channel, f"{who} ran {escape(typed)}")
         if ts is None:
@@ -224,9 +240,10 @@ def _form_arguments(
     return arguments, None
 
 
-def _as_typed(command: str, tool: Tool, arguments: dict[str, Any]) -> str:
-    """The command as it could have been typed, `name=value` for each argument of the form,
-    with secret-looking (and the tool's `redact=`) values hidden: this is posted in the channel."""
+def shown_command(command: str, tool: Tool, arguments: dict[str, Any]) -> str:
+    """The command as it could have been typed, `name=value` for each argument, with
+    secret-looking (and the tool's `redact=`) values hidden: what is posted in the channel,
+    audited and kept in the transcript."""
     shown = redact(arguments, tool.redact)
     words = [
         f"{name}={shlex.quote(value if isinstance(value, str) else json.dumps(value))}"

@@ -122,18 +122,15 @@ class Dispatch:
                 await self.chat.ephemeral(channel, user, SORRY)
 
     async def _on_modal_answer(self, item: dict[str, Any], work: Work) -> None:
-        record = await self.store.get_interaction(str(item["interaction_id"]))
-        user = str(item["user"])
-        if record is None:
-            log.warning("a modal answered interaction %s, which is gone", item["interaction_id"])
-            return
         try:
-            await self.answers.accept(record, user=user, answer=item["answer"], work=work)
+            await self.answers.on_modal_answer(item, work=work)
         except StoreError:
             raise
         except Exception:
-            log.exception("could not take the answer to %s", record.interaction_id)
-            if record.channel:
+            log.exception("could not take the answer to %s", item.get("interaction_id"))
+            record = await self.store.get_interaction(str(item["interaction_id"]))
+            if record is not None and record.channel:
+                user = str(item["user"])
                 await self.chat.ephemeral(record.channel, user, SORRY, thread_ts=record.thread_ts)
 
     async def _on_command(self, item: dict[str, Any], work: Work) -> None:

@@ -5,8 +5,11 @@ A request is listed for someone only when the answer policy would take their ans
 policy names them: the approvers' list of an approval (the tool's rule, the tool's list, or
 `HANDBACK_APPROVERS`), `HANDBACK_ANSWERERS` for a question, or the person who asked. A card in a
 channel is open to "anyone in the channel" when no list is set, but Home has no channel: listing
-such a request for everyone would show it to people who cannot see the conversation. A click in
-Home is checked against the same rule (`home_refusal`) on top of the card's checks.
+such a request for everyone would show it to people who cannot see the conversation. Nor is a
+request listed for anyone but whoever asked when they cannot see its conversation
+(`Visibility`: a DM's requests are its requester's alone, a private channel's or group DM's its
+members'). A click in Home is checked against the same rules (`Home.refusal`) on top of the
+card's checks.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from state import HOME_VIEWER_TTL, CorruptRecordError, InteractionRecord, Store
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupLookupFailed, GroupMembers, is_member
 from ._tasks import Background
+from ._visibility import Visibility
 
 __all__ = ["NOT_IN_HOME", "Home", "home_refusal"]
 
@@ -78,6 +82,7 @@ class Home:
         members: GroupMembers,
         tasks: Background,
         agent_name: str,
+        visibility: Visibility,
         clock: Callable[[], float] = time.time,
         viewer_ttl: float = HOME_VIEWER_TTL,
     ) -> None:
@@ -90,6 +95,7 @@ class Home:
         self.chat = chat
         self.policy = policy
         self.members = members
+        self.visibility = visibility
         self.tasks = tasks
         self.clock = clock
         self.viewer_ttl = viewer_ttl
@@ -143,10 +149,14 @@ class Home:
 
     async def refusal(self, record: InteractionRecord, user: str) -> str | None:
         """Why `record` is not listed in (nor answerable from) `user`'s Home, or None: it must
-        be this agent's, and `home_refusal` must let them."""
+        be this agent's, `home_refusal` must let them, and they must be able to see its
+        conversation (asked last: it may be a Slack call)."""
         if await self._agent_of(record.run_id) != self.agent_name:
             return NOT_IN_HOME
-        return await home_refusal(self.policy, record, user, self.members)
+        refusal = await home_refusal(self.policy, record, user, self.members)
+        if refusal is None and not await self.visibility.can_see(record, user):
+            return NOT_IN_HOME
+        return refusal
 
     async def _agent_of(self, run_id: str) -> str | None:
         if run_id not in self._agents:

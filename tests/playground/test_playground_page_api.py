@@ -370,11 +370,11 @@ async def test_a_composer_message_starting_with_a_slash_is_a_slash_command(
         "/api/messages", {"user": "U0ALICE", "channel": "C0DEPLOYS", "text": "/deploy api 2.3 prod"}
     )
     assert (status, body["command"], body["status"]) == (200, "/deploy", 200)
+    # The echo shows the parsed arguments, never the typed text (which may hold a secret).
+    echo = "<@U0ALICE> ran /deploy service=api version=2.3 environment=prod"
     opening = await page.wait_for(
         "U0ALICE",
-        lambda s: next(
-            (m for m in s["messages"] if m["text"] == "<@U0ALICE> ran /deploy api 2.3 prod"), None
-        ),
+        lambda s: next((m for m in s["messages"] if m["text"] == echo), None),
     )
     card = await page.wait_for(
         "U0ALICE",

@@ -220,20 +220,28 @@ def _by_environment(
     return Approval(count=2) if environment == "prod" else Approval(editable=True)
 
 
-async def test_an_edit_that_needs_another_rule_fails_closed_in_the_gate(
+async def test_an_edit_that_needs_another_rule_is_refused_inline_whatever_the_hidden_token(
     make_bot: BotFactory,
 ) -> None:
     async with make_bot(_agent(_by_environment)) as h:
         asked = await h.mention(ALICE, "deploy api 2.3")
         card = h.card(asked.ts)
+        iid = h.interaction_id(card)
         await h.click(BOB, card.ts, ACTION_EDIT)
         [view] = list(h.slack.views.values())
-        # The token is hidden, so the policy cannot be asked here: the gate refuses it.
+        # The token is hidden (and its default is empty): the policy is asked with what it
+        # could stand for, and prod needs two approvers whatever it is.
         response = await h.slack.submit_view(BOB, view.id, _values(view, Environment="prod"))
-        assert response.status == 200 and not response.body.strip()
+        body = response.json()
+        assert body["response_action"] == "errors"
+        assert "needs a different approval" in next(iter(body["errors"].values()))
         await h.bot.drain()
-        assert RAN == []
-        assert "needs a different approval" in SEEN[-1] and "did not run" in SEEN[-1]
+        assert RAN == [] and (await _interaction(h, iid)).status == "pending"
+        assert "Approved" not in str(h.card(asked.ts).blocks)
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert [(e.user, e.interaction_id) for e in refused] == [(BOB, iid)]
+        assert "needs a different approval" in str(refused[0].detail)
+        assert "s3cret-t0ken" not in str(await h.store.recent_audit())
 
 
 def _open_respond(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:

@@ -58,7 +58,7 @@ async def test_a_command_runs_the_tool_through_the_gate(make_bot: BotFactory) ->
         assert response.status == 200 and not response.body.strip()
         await h.bot.drain()
         [opening] = [m for m in h.slack.bot_messages() if m.thread_ts is None]
-        assert opening.text == f"<@{ALICE}> ran /deploy api 2.3 environment=prod"
+        assert opening.text == f"<@{ALICE}> ran /deploy service=api version=2.3 environment=prod"
         card = h.card(opening.ts)
         assert card.thread_ts == opening.ts and DEPLOYS == []
         record = await h.store.get_interaction(h.interaction_id(card))
@@ -300,6 +300,22 @@ async def test_a_form_submitted_by_someone_else_is_refused(make_bot: BotFactory)
         assert h.slack.bot_messages() == [] and DEPLOYS == []
         refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
         assert [e.user for e in refused] == [BOB]
+
+
+async def test_a_form_from_another_workspace_is_refused(make_bot: BotFactory) -> None:
+    async with make_bot(_agent(), HANDBACK_APPROVERS="S0OPS") as h:
+        view_id, ids = await _open_form(h, "api")
+        values = {ids["Service"]: "web", ids["Version"]: "9"}
+        payload = h.slack.view_submission_payload(ALICE, view_id, values)
+        payload["team"]["id"] = payload["user"]["team_id"] = "T0OTHER"
+        response = await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        body = response.json()
+        assert body["response_action"] == "errors"
+        assert "does not come from this app's workspace" in json.dumps(body["errors"])
+        assert h.slack.bot_messages() == [] and DEPLOYS == []
+        refused = [e for e in await h.store.recent_audit() if e.action == "refused"]
+        assert [e.user for e in refused] == [ALICE]
 
 
 async def test_a_secret_parameter_shows_only_what_was_typed(make_bot: BotFactory) -> None:
