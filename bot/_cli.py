@@ -15,11 +15,12 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from ._agent_ref import DEFAULT_AGENT, AgentRefError, load_agent
 
 if TYPE_CHECKING:
+    from ._audit_filter import AuditFilter
     from .slack import Settings
 
 __all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent", "main"]
@@ -98,17 +99,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     for name, help_text in [
         ("audit", "print the audit log, newest first: answers, refusals, expiries"),
-        ("pending", "print the interactions still waiting for an answer"),
+        (
+            "pending",
+            "print the interactions still waiting: kind, tool, arguments (redacted), "
+            "requester, channel, age, expiry",
+        ),
     ]:
         view = commands.add_parser(name, help=help_text, description=help_text)
-        view.add_argument(
-            "--store",
-            default=None,
-            metavar="URL",
-            help="redis://... or sqlite:///path (default: HANDBACK_STORE, else sqlite:///handback.db)",
-        )
+        _store_option(view)
         view.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
         view.add_argument("--json", action="store_true", help="one JSON object per line")
+        if name == "audit":
+            _audit_options(view)
     _grants_parser(commands)
     return parser
 
@@ -120,6 +122,54 @@ def _store_option(parser: argparse.ArgumentParser, *, nested: bool = False) -> N
         default=argparse.SUPPRESS if nested else None,
         metavar="URL",
         help="redis://... or sqlite:///path (default: HANDBACK_STORE, else sqlite:///handback.db)",
+    )
+
+
+def _audit_options(audit: argparse.ArgumentParser) -> None:
+    from ._audit_filter import OUTCOMES
+
+    audit.epilog = (
+        "Filters combine (all must hold); a repeated one, or one with commas, takes any of its "
+        "values. With a filter the whole log is read (the store keeps its newest "
+        "10,000 entries) and --limit counts the entries that match. --tool and --channel come "
+        "from the entry's interaction: entries without one (a revocation), or whose interaction "
+        "the store no longer keeps (7 days after it closed), match neither."
+    )
+    audit.add_argument("--csv", action="store_true", help="CSV with a header row")
+    for option, about in [
+        ("--user", "who acted (a Slack user id, U...)"),
+        ("--tool", "the tool the interaction asked about"),
+        ("--channel", "the channel of the interaction (C...)"),
+        ("--outcome", f"the action: {', '.join(OUTCOMES)}"),
+    ]:
+        audit.add_argument(option, action="append", default=[], help=about)
+    for option, about in [("--since", "from"), ("--until", "up to")]:
+        audit.add_argument(
+            option,
+            default=None,
+            metavar="WHEN",
+            help=f"entries {about} WHEN: an ISO date or time (UTC unless given) or a duration "
+            "back from now (30m, 2h, 7d)",
+        )
+
+
+def _audit_filter(args: argparse.Namespace) -> AuditFilter:
+    """Raises `UsageError` saying which value is wrong."""
+    import time
+
+    from ._audit_filter import AuditFilter, parse_outcomes, parse_time
+
+    def names(values: list[str]) -> frozenset[str]:
+        return frozenset(part.strip() for v in values for part in v.split(",") if part.strip())
+
+    now = time.time()
+    return AuditFilter(
+        users=names(args.user),
+        tools=names(args.tool),
+        channels=names(args.channel),
+        outcomes=parse_outcomes(args.outcome),
+        since=None if args.since is None else parse_time("--since", args.since, now=now),
+        until=None if args.until is None else parse_time("--until", args.until, now=now),
     )
 
 
@@ -174,7 +224,7 @@ def _main(argv: Sequence[str] | None) -> int:
             or 0
         )
     if args.command in ("audit", "pending"):
-        return _view(args.command, args.store, args.limit, args.json)
+        return _view(args)
     if args.command == "grants":
         return _grants(args)
     if args.command == "doctor":
@@ -236,20 +286,33 @@ def _grants(args: argparse.Namespace) -> int:
     return 0
 
 
-def _view(command: str, url: str | None, limit: int, as_json: bool) -> int:
-    from state import StoreError
+def _view(args: argparse.Namespace) -> int:
+    from state import StoreError, UsageError
 
     from ._admin import print_audit, print_pending
 
-    if limit < 1:
-        return _fail(f"--limit must be at least 1, got {limit}")
+    if args.limit < 1:
+        return _fail(f"--limit must be at least 1, got {args.limit}")
     try:
-        resolved = _existing_store(url)
+        resolved = _existing_store(args.store)
     except _Unusable as error:
         return _fail(str(error))
-    show = print_audit if command == "audit" else print_pending
     try:
-        asyncio.run(show(resolved, limit=limit, as_json=as_json, out=sys.stdout))
+        if args.command == "audit":
+            if args.json and args.csv:
+                return _fail("--json and --csv cannot be combined: pick one")
+            where = _audit_filter(args)
+            output: Literal["table", "json", "csv"] = (
+                "json" if args.json else "csv" if args.csv else "table"
+            )
+            show = print_audit(
+                resolved, limit=args.limit, output=output, where=where, out=sys.stdout
+            )
+        else:
+            show = print_pending(resolved, limit=args.limit, as_json=args.json, out=sys.stdout)
+        asyncio.run(show)
+    except UsageError as error:
+        return _fail(str(error))
     except StoreError as error:
         # Only `state` sees the backend's own errors: an unreachable Redis is a StoreError too.
         return _fail(f"the store cannot be used: {error}")

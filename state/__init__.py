@@ -17,7 +17,7 @@ from ._errors import (
 from ._grant import Grant, GrantClaim, grant_id_for, used_grant
 from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
-from ._keys import GRANT_GRACE, HOME_VIEWER_TTL, LIVENESS_TTL
+from ._keys import AUDIT_CAP, GRANT_GRACE, HOME_VIEWER_TTL, LIVENESS_TTL
 from ._nudges import nudge_times
 from ._open import open_store, store_from_url
 from ._protocol import (
@@ -55,6 +55,7 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 
 __all__ = [
+    "AUDIT_CAP",
     "GRANT_GRACE",
     "HOME_VIEWER_TTL",
     "LIVENESS_TTL",

@@ -46,11 +46,15 @@ async def _serve(playground: Playground, ref: str, open_browser: bool) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with playground:
-        model = playground.model_label
+        # The label reads "model: NAME" on the page; the banner names the field itself.
+        model = playground.model_label.removeprefix("model: ")
         if playground.offline:
             model += " (set OPENAI_API_KEY to use a real model)"
         print(f"handback playground: {playground.url}", flush=True)
         print(f"  agent: {ref}\n  model: {model}", flush=True)
+        where = playground.store_in_use
+        kept = " (removed when it stops)" if playground.store_url is None else ""
+        print(f"  store: {where}{kept}; `handback audit --store {where}` reads it", flush=True)
         if playground.offline and ref != DEFAULT_AGENT:
             # The demo model only knows the chat-ops example's tools and scenarios.
             print(

@@ -55,6 +55,9 @@ class Playground:
         self.offline = not env.get("OPENAI_API_KEY") and isinstance(agent.model, OpenAIModel)
         """True when the offline demo model answers instead of the agent's own model."""
         self.model_label = OFFLINE_LABEL if self.offline else _label(agent.model, env)
+        self.store_in_use: str | None = None
+        """The store URL once started (the temporary file's when `store_url` is None), so that
+        `handback audit --store URL` can read what the playground did."""
         self.slack: PlaygroundSlack | None = None
         self.bot: SlackBot | None = None
         self.page: PageServer | None = None
@@ -125,6 +128,7 @@ class Playground:
             stack.callback(shutil.rmtree, folder, True)
             store_url = f"sqlite:///{Path(folder) / 'playground.db'}"
         store: Store = await stack.enter_async_context(open_store(store_url))
+        self.store_in_use = store_url
         settings = load_settings(
             slack_bot_token=slack.bot_token,
             slack_signing_secret=slack.signing_secret,

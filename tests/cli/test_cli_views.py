@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -171,3 +174,166 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, command: str) -> None:
         os.close(write)
     assert done.stderr == ""
     assert done.returncode == 141
+
+
+async def _fill_approvals(url: str) -> float:
+    """Audit entries of two tools in two channels by two people, hours apart."""
+    now = time.time()
+    async with open_store(url) as store:
+        await store.add_interactions(
+            [
+                InteractionRecord(
+                    interaction_id=f"int_{tool}",
+                    run_id=f"run_{tool}",
+                    kind="approval",
+                    payload={
+                        "tool": tool,
+                        "arguments": {"env": "prod", "api_token": "sk-live-SECRET", "note": note},
+                    },
+                    channel=channel,
+                    thread_ts="1.2",
+                    requester="U0ALICE",
+                    created_at=now - 3600,
+                    expires_at=now + 3600,
+                )
+                for tool, channel, note in [
+                    ("deploy", "C0OPS", "\x1b[2J\x1b]0;owned\x07wiped"),
+                    ("restart", "C0DEV", "=HYPERLINK(1)"),
+                ]
+            ]
+        )
+        for at, action, user, interaction, detail in [
+            (now - 3 * 86400, "answered", "U0BOB", "int_deploy", "approved `deploy`"),
+            (now - 2 * 3600, "refused", "U0DAVE", "int_deploy", "=cmd|' /C calc'!A0"),
+            (now - 60, "answered", "U0BOB", "int_restart", "approved `restart`"),
+            (now - 30, "revoked", "U0BOB", None, "revoked standing grant g_1"),
+        ]:
+            await store.audit(
+                AuditEntry(
+                    at=at,
+                    action=action,  # type: ignore[arg-type]
+                    user=user,
+                    interaction_id=interaction,
+                    run_id=None,
+                    detail=detail,
+                )
+            )
+    return now
+
+
+def _audit_csv(url: str, *args: str) -> list[dict[str, str]]:
+    done = handback("audit", "--store", url, "--csv", *args)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.reader(io.StringIO(done.stdout)))
+    assert rows[0] == ["at", "action", "interaction_id", "run_id", "user", "detail"]
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
+async def test_audit_filters_each_and_combined(store_url: str) -> None:
+    await _fill_approvals(store_url)
+
+    def details(*args: str) -> list[str]:
+        return [row["detail"] for row in _audit_csv(store_url, *args)]
+
+    assert len(details()) == 4
+    assert details("--user", "U0DAVE") == ["'=cmd|' /C calc'!A0"]
+    assert details("--tool", "restart") == ["approved `restart`"]
+    assert details("--channel", "C0OPS") == ["'=cmd|' /C calc'!A0", "approved `deploy`"]
+    assert details("--outcome", "revoked") == ["revoked standing grant g_1"]
+    assert details("--outcome", "revoked,refused") == [
+        "revoked standing grant g_1",
+        "'=cmd|' /C calc'!A0",
+    ]
+    assert details("--since", "1d") == [
+        "revoked standing grant g_1",
+        "approved `restart`",
+        "'=cmd|' /C calc'!A0",
+    ]
+    assert details("--until", "1h") == ["'=cmd|' /C calc'!A0", "approved `deploy`"]
+    assert details("--user", "U0BOB", "--tool", "deploy") == ["approved `deploy`"]
+    assert details("--user", "U0BOB", "--since", "1d", "--limit", "1") == [
+        "revoked standing grant g_1"
+    ]
+    # --limit counts matches, not the entries read: the oldest entry is found past newer ones.
+    assert details("--outcome", "answered", "--tool", "deploy", "--limit", "1") == [
+        "approved `deploy`"
+    ]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 5 * 3600))
+    assert len(details("--since", since)) == 3
+    assert details("--tool", "nothing") == []
+    table = handback("audit", "--store", store_url, "--tool", "nothing")
+    assert table.stdout == "No audit entry matches.\n"
+    as_json = handback("audit", "--store", store_url, "--json", "--user", "U0DAVE")
+    assert [json.loads(line)["action"] for line in as_json.stdout.splitlines()] == ["refused"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--since", "yesterday"], "`--since`"),
+        (["--until", "2h30"], "`--until`"),
+        (["--outcome", "approved"], "'approved' is not an audit action"),
+        (["--json", "--csv"], "cannot be combined"),
+    ],
+)
+def test_a_bad_audit_filter_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'handback.db'}"
+    asyncio.run(_fill_approvals(url))
+    done = handback("audit", "--store", url, *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and says in done.stderr
+
+
+async def test_pending_shows_tool_arguments_requester_channel_age_expiry(store_url: str) -> None:
+    await _fill_approvals(store_url)
+    table = handback("pending", "--store", store_url)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "expires", "age", "kind", "tool", "arguments", "requester", "channel", "interaction"
+    ]  # fmt: skip
+    deploy = next(line for line in lines if "int_deploy" in line)
+    assert "approval" in deploy and "deploy" in deploy and '"env":"prod"' in deploy
+    assert "U0ALICE" in deploy and "C0OPS" in deploy and " 1h " in deploy
+    assert "sk-live-SECRET" not in table.stdout and "[redacted]" in deploy
+    # A terminal escape in an argument is shown, not obeyed.
+    assert "\x1b" not in table.stdout and "\x07" not in table.stdout
+    assert "\\u001b[2J" in deploy
+
+    as_json = handback("pending", "--store", store_url, "--json")
+    views = {v["interaction_id"]: v for v in map(json.loads, as_json.stdout.splitlines())}
+    view = views["int_deploy"]
+    assert view["tool"] == "deploy" and view["kind"] == "approval"
+    assert view["arguments"]["env"] == "prod" and view["arguments"]["api_token"] == "[redacted]"
+    assert view["requester"] == "U0ALICE" and view["channel"] == "C0OPS"
+    assert 3590 < view["age_seconds"] < 3700 and view["expires_at"] > time.time()
+    assert "sk-live-SECRET" not in as_json.stdout and "\x1b" not in as_json.stdout
+
+
+def test_dev_prints_a_store_that_audit_reads() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "bot._cli", "dev", "--no-browser", "--port", "0"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            banner = []
+            for line in process.stdout:
+                banner.append(line)
+                if "Ctrl+C" in line:
+                    break
+            (store,) = [line for line in banner if line.startswith("  store: ")]
+            assert not any("model: model:" in line for line in banner)
+            url = store.split()[1]
+            done = handback("audit", "--store", url)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == "The audit log is empty.\n"
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)
