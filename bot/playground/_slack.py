@@ -116,12 +116,7 @@ class LocalSlack(Workspace):
         """A person presses the stop button of the thread's agent session: Slack stops the app's
         streams in the thread and sends `agent_session_stopped` (the session's status is the
         app's to change)."""
-        stopped = []
-        for message in self.thread(channel, thread_ts):
-            if message.streaming:
-                message.streaming = False
-                stopped.append(message.ts)
-                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        stopped = await self.stop_streams(channel, thread_ts)
         event = {
             "type": "agent_session_stopped",
             "channel": channel,
@@ -131,6 +126,18 @@ class LocalSlack(Workspace):
             "event_ts": self.new_ts(),
         }
         return await self.send_event(event, to=to)
+
+    async def stop_streams(self, channel: str, thread_ts: str) -> list[str]:
+        """Slack's side of the stop button: the app's streams in the thread end, and answer
+        `stopped_by_user` from then on; the ts of each one stopped."""
+        stopped = []
+        for message in self.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                message.stopped_by_user = True
+                stopped.append(message.ts)
+                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        return stopped
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
         """Answer the next call to `method` with `status` and a `Retry-After` header."""

@@ -21,13 +21,27 @@ import blocks
 
 from .. import _metrics
 
-__all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text", "is_dm"]
+__all__ = [
+    "MAX_UPDATE_TEXT",
+    "NOT_AN_AGENT",
+    "STREAM_OVER",
+    "Chat",
+    "SessionStatus",
+    "StreamResult",
+    "escape",
+    "fit_text",
+    "is_dm",
+]
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
 
 StreamResult = Literal["ok", "not_streaming", "failed"]
 """What a stream call did: done, refused because the stream was stopped already (by a stop
-button, or by an earlier attempt), or failed otherwise."""
+button: `stopped_by_user`; or by an earlier attempt: `message_not_in_streaming_state`), or
+failed otherwise."""
+
+STREAM_OVER = frozenset({"stopped_by_user", "message_not_in_streaming_state"})
+"""What Slack answers a stream call once the stream has ended: nothing more is to be shown."""
 
 NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
 """What Slack answers an app not declared as an agent (no `features.agent_view`, no
@@ -37,6 +51,10 @@ log = logging.getLogger("handback.slack")
 
 _MAX_TEXT = 39_000
 """Slack truncates message text past 40,000 characters; stay under it with room to spare."""
+
+MAX_UPDATE_TEXT = 4_000
+"""`chat.update` answers `msg_too_long` past Slack's 4,000-character message text limit
+(docs.slack.dev chat.update and chat.postMessage; LocalSlack's limit table)."""
 
 
 def escape(text: str) -> str:
@@ -98,7 +116,11 @@ class Chat:
     ) -> bool:
         # An empty list removes the old blocks (buttons); leaving `blocks` out would keep them.
         data = await self._call(
-            "chat_update", channel=channel, ts=ts, text=fit_text(text), blocks=blocks or []
+            "chat_update",
+            channel=channel,
+            ts=ts,
+            text=fit_text(text, MAX_UPDATE_TEXT),
+            blocks=blocks or [],
         )
         return data is not None
 
@@ -147,6 +169,8 @@ class Chat:
             code = str(error.response.get("error") or "failed")
             if code in NOT_AN_AGENT:
                 self._not_an_agent(method, code)
+            elif code in STREAM_OVER:
+                log.info("slack %s: the stream has ended (%s)", method, code)
             else:
                 log.warning("slack %s failed: %s", method, code)
             return code
@@ -249,7 +273,7 @@ class Chat:
 def _stream_result(data: dict[str, Any] | str) -> StreamResult:
     if isinstance(data, dict):
         return "ok"
-    return "not_streaming" if data == "message_not_in_streaming_state" else "failed"
+    return "not_streaming" if data in STREAM_OVER else "failed"
 
 
 def is_dm(channel: str) -> bool:

@@ -19,10 +19,12 @@ BOT_SCOPES: tuple[str, ...] = (
     "groups:history",
     "reactions:write",
     "usergroups:read",
+    "users:read",
 )
 """Bot token scopes: mentions, agent sessions (status, streamed answers, tasks), posting and
 updating cards, slash commands, DMs, group DMs and thread replies in public and private channels,
-the "working" reaction of classic messages, user groups in approver lists."""
+the "working" reaction of classic messages, user groups in approver lists, and the people
+`handback doctor` looks up (`users.info`)."""
 
 BOT_EVENTS: tuple[str, ...] = (
     "app_mention",

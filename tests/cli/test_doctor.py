@@ -124,3 +124,23 @@ async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path
     assert code == 0, lines
     assert line(lines, "store").startswith("warn  store: SQLite file")
     assert not path.exists()
+
+
+async def test_a_token_without_users_read_is_told_apart_from_a_wrong_user_id(
+    sqlite_store_url: str,
+) -> None:
+    async with LocalSlack() as slack:
+        slack.scopes.remove("users:read")
+        code, lines = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="U0BOB")
+        assert code == 1
+        bob = line(lines, "U0BOB (in HANDBACK_APPROVERS)")
+        assert bob.startswith("FAIL") and "missing_scope: the token lacks users:read" in bob
+        assert "wrong" not in bob
+        assert "missing users:read" in line(lines, "scopes")
+
+        slack.scopes.append("users:read")
+        code, lines = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="U0NOBODY")
+    assert code == 1
+    nobody = line(lines, "U0NOBODY (in HANDBACK_APPROVERS)")
+    assert nobody.startswith("FAIL") and "user_not_found: the user id is wrong" in nobody
+    assert line(lines, "scopes").startswith("ok")
