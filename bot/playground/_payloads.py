@@ -37,6 +37,8 @@ def message_events(workspace: Workspace, message: Message) -> list[dict[str, Any
     if not chan.is_im and f"<@{workspace.bot_user_id}>" in message.text:
         events.append({"type": "app_mention", **base})
     channel_type = "im" if chan.is_im else "mpim" if chan.is_mpim else "channel"
+    if chan.is_private:
+        channel_type = "group"  # Slack's name for a private channel's messages
     events.append({"type": "message", "channel_type": channel_type, **base})
     return events
 

@@ -9,6 +9,8 @@ workspace's rules (`_rules`: scopes, expiring triggers, the rate-limit profile) 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 import uuid
@@ -30,6 +32,7 @@ from ._rules import HISTORY_SCOPES, METHOD_SCOPES, TRIGGER_SECONDS
 from ._workspace_model import (
     AgentSession,
     ApiCall,
+    Channel,
     Ephemeral,
     Message,
     OpenedView,
@@ -46,6 +49,8 @@ _TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 _MARKDOWN_LIMIT = limit("markdown_text").figure
 _UPDATE_TEXT_LIMIT = limit("chat.update text").figure
 _TEXT_LIMIT = limit("message text").figure
+_MEMBERS_LIMIT = 1000
+"""The most members `conversations.members` returns per page (its `limit` defaults to 100)."""
 
 AGENT_METHODS = frozenset(
     {
@@ -91,6 +96,8 @@ class WebApi:
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
+            "conversations.info": self._conversations_info,
+            "conversations.members": self._conversations_members,
             "conversations.replies": self._conversations_replies,
             "usergroups.users.list": self._usergroups_users_list,
             "users.info": self._users_info,
@@ -466,6 +473,67 @@ class WebApi:
             raise _ApiError("thread_not_found")
         return {"messages": [m.to_api() for m in ws.thread(channel, ts)], "has_more": False}
 
+    def _visible_channel(self, args: Mapping[str, Any]) -> Channel:
+        """The channel `args` names, as the bot may read it: a private channel (or a DM, a
+        group DM) the bot is not in is `channel_not_found`, as Slack answers; reading one
+        needs the scope of its kind (`missing_scope` otherwise)."""
+        ws = self.workspace
+        channel = ws.channels[self._channel_arg(args)]
+        private = channel.is_private or channel.is_im or channel.is_mpim
+        if private and ws.bot_user_id not in ws.channel_members(channel.id):
+            raise _ApiError("channel_not_found")
+        needed = (
+            "im:read"
+            if channel.is_im
+            else "mpim:read"
+            if channel.is_mpim
+            else "groups:read"
+            if channel.is_private
+            else "channels:read"
+        )
+        if needed not in ws.scopes:
+            raise _ApiError("missing_scope")
+        return channel
+
+    async def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._visible_channel(args)
+        private = channel.is_private or channel.is_im or channel.is_mpim
+        info: dict[str, Any] = {
+            "id": channel.id,
+            "is_channel": not (channel.is_im or channel.is_mpim or channel.is_private),
+            "is_group": channel.is_private,
+            "is_im": channel.is_im,
+            "is_mpim": channel.is_mpim,
+            "is_private": private,
+        }
+        if channel.is_im:
+            info["user"] = channel.im_user
+        else:
+            info["name"] = channel.name
+        return {"channel": info}
+
+    async def _conversations_members(self, args: dict[str, Any]) -> dict[str, Any]:
+        """One page of the channel's members: `limit` (100 by default, at most 1000) from the
+        `cursor` of the page before; `next_cursor` is empty on the last page."""
+        channel = self._visible_channel(args)
+        members = self.workspace.channel_members(channel.id)
+        try:
+            limit = int(args.get("limit") or 100)
+        except (TypeError, ValueError):
+            raise _ApiError("invalid_limit") from None
+        if not 1 <= limit <= _MEMBERS_LIMIT:
+            raise _ApiError("invalid_limit")
+        start = 0
+        if args.get("cursor"):
+            try:
+                start = members.index(_from_cursor(str(args["cursor"])))
+            except ValueError:
+                raise _ApiError("invalid_cursor") from None
+        page = members[start : start + limit]
+        rest = members[start + limit :]
+        next_cursor = _to_cursor(rest[0]) if rest else ""
+        return {"members": page, "response_metadata": {"next_cursor": next_cursor}}
+
     async def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = str(args.get("usergroup") or "")
         if group not in self.workspace.usergroups:
@@ -500,6 +568,21 @@ async def _read_args(request: web.Request) -> dict[str, Any]:
             form = await request.post()
             args.update({k: v for k, v in form.items() if isinstance(v, str)})
     return args
+
+
+def _to_cursor(user: str) -> str:
+    """Slack's cursors are base64 of where the next page starts (`user:U0…`)."""
+    return base64.b64encode(f"user:{user}".encode()).decode()
+
+
+def _from_cursor(cursor: str) -> str:
+    try:
+        decoded = base64.b64decode(cursor.encode(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise ValueError(cursor) from None
+    if not decoded.startswith("user:"):
+        raise ValueError(cursor)
+    return decoded.removeprefix("user:")
 
 
 def _json_arg(args: Mapping[str, Any], key: str) -> Any:

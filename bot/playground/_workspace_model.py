@@ -151,6 +151,11 @@ class Channel:
     is_im: bool = False
     im_user: str | None = None
     is_mpim: bool = False
+    is_private: bool = False
+    """A private channel (Slack's `is_group`): only its members see it."""
+    members: list[str] | None = None
+    """Who is in it, the bot included, in the order they joined; None: everyone in the
+    workspace, now and later (the default of the channels tests use)."""
 
 
 class Workspace(ChangeFeed):
@@ -225,13 +230,50 @@ class Workspace(ChangeFeed):
     def add_usergroup(self, group_id: str, members: Iterable[str]) -> None:
         self.usergroups[group_id] = list(members)
 
-    def add_channel(self, channel_id: str, name: str) -> None:
-        self.channels[channel_id] = Channel(id=channel_id, name=name)
+    def add_channel(
+        self,
+        channel_id: str,
+        name: str,
+        *,
+        private: bool = False,
+        members: Iterable[str] | None = None,
+    ) -> None:
+        """A channel; with `members` only they and the bot are in it, else everyone is."""
+        listed = None if members is None else self._with_bot(members)
+        self.channels[channel_id] = Channel(
+            id=channel_id, name=name, is_private=private, members=listed
+        )
 
     def add_group_dm(self, channel_id: str, members: Iterable[str]) -> None:
         """A group DM (`mpim`) of `members` and the bot; Slack names it after its members."""
+        members = list(members)
         name = "mpdm-" + "--".join(self.users[m].name for m in members)
-        self.channels[channel_id] = Channel(id=channel_id, name=name, is_mpim=True)
+        self.channels[channel_id] = Channel(
+            id=channel_id, name=name, is_mpim=True, members=self._with_bot(members)
+        )
+
+    def _with_bot(self, members: Iterable[str]) -> list[str]:
+        return list(dict.fromkeys([*members, self.bot_user_id]))
+
+    def channel_members(self, channel_id: str) -> list[str]:
+        """Who is in the channel, the bot included (a KeyError for an unknown channel)."""
+        channel = self.channels[channel_id]
+        if channel.members is None:
+            return list(self.users)
+        return list(channel.members)
+
+    def join(self, channel_id: str, user: str) -> None:
+        """`user` joins the channel (a channel everyone is in first lists everyone)."""
+        members = self.channel_members(channel_id)
+        if user not in members:
+            members.append(user)
+        self.channels[channel_id].members = members
+
+    def leave(self, channel_id: str, user: str) -> None:
+        """`user` leaves the channel (a channel everyone is in first lists everyone)."""
+        self.channels[channel_id].members = [
+            m for m in self.channel_members(channel_id) if m != user
+        ]
 
     def dm_channel(self, user: str) -> str:
         """The direct-message channel between `user` and the bot (created on first use)."""
@@ -239,7 +281,13 @@ class Workspace(ChangeFeed):
             if channel.is_im and channel.im_user == user:
                 return channel.id
         channel_id = f"D0{user.removeprefix('U')}"
-        self.channels[channel_id] = Channel(id=channel_id, name=user, is_im=True, im_user=user)
+        self.channels[channel_id] = Channel(
+            id=channel_id,
+            name=user,
+            is_im=True,
+            im_user=user,
+            members=[user, self.bot_user_id],
+        )
         return channel_id
 
     def new_ts(self) -> str:

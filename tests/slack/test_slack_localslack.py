@@ -285,3 +285,49 @@ async def test_views_publish_keeps_a_valid_home_view_per_person(slack: LocalSlac
         await client.views_publish(user_id="U0NOBODY", view=view)
     assert unknown.value.response["error"] == "user_not_found"
     assert slack.home_view(ALICE) == view  # a refused view changes nothing
+
+
+async def test_conversations_members_pages_a_channels_members_as_slack_does(
+    slack: LocalSlack,
+) -> None:
+    client = _client(slack)
+    slack.add_channel("C0SECRET", "secret", private=True, members=["U0ALICE", "U0BOB"])
+    everyone = (await client.conversations_members(channel=CHANNEL))["members"]
+    assert set(everyone) == set(slack.users)
+    first = await client.conversations_members(channel="C0SECRET", limit=2)
+    assert first["members"] == ["U0ALICE", "U0BOB"]
+    cursor = first["response_metadata"]["next_cursor"]
+    rest = await client.conversations_members(channel="C0SECRET", limit=2, cursor=cursor)
+    assert rest["members"] == [slack.bot_user_id]
+    assert rest["response_metadata"]["next_cursor"] == ""
+    info = (await client.conversations_info(channel="C0SECRET"))["channel"]
+    assert info["is_private"] and info["is_group"] and not info["is_channel"]
+    assert (await client.conversations_info(channel=CHANNEL))["channel"]["is_channel"]
+    dm = slack.dm_channel(ALICE)
+    slack.scopes.append("im:read")
+    assert (await client.conversations_members(channel=dm))["members"] == [
+        ALICE,
+        slack.bot_user_id,
+    ]
+    assert (await client.conversations_info(channel=dm))["channel"]["is_im"]
+    slack.leave("C0SECRET", slack.bot_user_id)
+    for call, error in [
+        (client.conversations_members(channel="C0NOPE"), "channel_not_found"),
+        (client.conversations_members(channel="C0SECRET"), "channel_not_found"),
+        (client.conversations_info(channel="C0SECRET"), "channel_not_found"),
+        (client.conversations_members(channel=CHANNEL, cursor="bm9wZQ=="), "invalid_cursor"),
+        (client.conversations_members(channel=CHANNEL, limit=0), "invalid_limit"),
+    ]:
+        with pytest.raises(SlackApiError) as raised:
+            await call
+        assert raised.value.response["error"] == error
+
+
+async def test_reading_a_conversation_needs_the_scope_of_its_kind(slack: LocalSlack) -> None:
+    slack.add_channel("C0SECRET", "secret", private=True, members=["U0ALICE"])
+    slack.scopes.remove("groups:read")
+    for channel in ["C0SECRET", slack.dm_channel(ALICE)]:  # the bot has no im:read
+        with pytest.raises(SlackApiError) as raised:
+            await _client(slack).conversations_members(channel=channel)
+        assert raised.value.response["error"] == "missing_scope"
+    assert (await _client(slack).conversations_members(channel=CHANNEL))["members"]
