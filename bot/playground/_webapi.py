@@ -178,6 +178,17 @@ class WebApi:
             raise _ApiError("channel_not_found")
         return channel
 
+    def _postable(self, args: Mapping[str, Any], key: str = "channel") -> str:
+        """The channel `args` names, if the bot may post in it: Slack answers `not_in_channel`
+        in a channel the bot is not a member of (`channel_not_found` when it is private)."""
+        ws = self.workspace
+        channel = self._channel_arg(args, key)
+        if ws.bot_user_id not in ws.channel_members(channel):
+            found = ws.channels[channel]
+            private = found.is_private or found.is_im or found.is_mpim
+            raise _ApiError("channel_not_found" if private else "not_in_channel")
+        return channel
+
     def _message_arg(self, args: Mapping[str, Any], ts_key: str) -> Message:
         """The message `channel` and `ts_key` name."""
         channel = self._channel_arg(args)
@@ -204,7 +215,7 @@ class WebApi:
         if user in ws.users and not ws.users[user].is_bot:
             # As in Slack, a user id posts in the app's direct message with that person.
             args = {**args, "channel": ws.dm_channel(user)}
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         text, blocks = _text_and_blocks(args)
         thread_ts = _thread_ts(args)
         if thread_ts is not None and ws.message(channel, thread_ts) is None:
@@ -240,7 +251,7 @@ class WebApi:
 
     async def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         user = str(args.get("user") or "")
         if user not in ws.users:
             # Slack's one answer for someone it cannot show the message to in this channel.
@@ -395,7 +406,7 @@ class WebApi:
 
     async def _start_stream(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         thread_ts = _thread_ts(args)
         if thread_ts is None or ws.message(channel, thread_ts) is None:
             raise _ApiError("invalid_thread_ts")

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
+from yarl import URL
 
 import blocks
 
@@ -26,6 +28,7 @@ __all__ = [
     "NOT_AN_AGENT",
     "STREAM_OVER",
     "Chat",
+    "Posted",
     "SessionStatus",
     "StreamResult",
     "escape",
@@ -34,6 +37,16 @@ __all__ = [
 ]
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Posted:
+    """What `chat.postMessage` did: `posted` with the message's ts, or `refused` with Slack's
+    error code."""
+
+    kind: Literal["posted", "refused"]
+    value: str
+
 
 StreamResult = Literal["ok", "not_streaming", "failed"]
 """What a stream call did: done, refused because the stream was stopped already (by a stop
@@ -81,17 +94,22 @@ class Chat:
         self._url: str | None = None
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
+        data = await self._call_or_code(method, **kwargs)
+        return data if isinstance(data, dict) else None
+
+    async def _call_or_code(self, method: str, **kwargs: Any) -> dict[str, Any] | str:
+        """The call's data, or Slack's error code (`unreachable` when Slack was not reached)."""
         try:
             response = await getattr(self.client, method)(**kwargs)
         except SlackApiError as error:
             code = str(error.response.get("error"))
             _metrics.SLACK_API_ERRORS.labels(method=method, error=code).inc()
             log.warning("slack %s failed: %s", method, code)
-            return None
+            return code
         except (aiohttp.ClientError, TimeoutError) as error:
             _metrics.SLACK_API_ERRORS.labels(method=method, error="unreachable").inc()
             log.warning("slack %s failed: %r", method, error)
-            return None
+            return "unreachable"
         return dict(response.data) if isinstance(response.data, dict) else {}
 
     async def post(
@@ -103,13 +121,51 @@ class Chat:
         blocks: list[dict[str, Any]] | None = None,
     ) -> str | None:
         """Post a message; its ts, or None when Slack refused."""
+        posted = await self.try_post(channel, text, thread_ts=thread_ts, blocks=blocks)
+        return posted.value if posted.kind == "posted" else None
+
+    async def try_post(
+        self,
+        channel: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> Posted:
+        """Post a message: its ts, or Slack's error code (`not_in_channel`, ...)."""
         kwargs: dict[str, Any] = {"channel": channel, "text": fit_text(text)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
         if blocks is not None:
             kwargs["blocks"] = blocks
-        data = await self._call("chat_postMessage", **kwargs)
-        return str(data["ts"]) if data and data.get("ts") else None
+        data = await self._call_or_code("chat_postMessage", **kwargs)
+        if isinstance(data, str):
+            return Posted(kind="refused", value=data)
+        if not data.get("ts"):
+            return Posted(kind="refused", value="no_ts")
+        return Posted(kind="posted", value=str(data["ts"]))
+
+    async def respond(self, response_url: str, text: str) -> bool:
+        """Answer a slash command or click through its `response_url`, to that person alone:
+        works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
+        Web API host the bot is configured with, such as LocalSlack): the URL came in a payload,
+        and the bot sends nothing elsewhere."""
+        if not _slack_url(response_url, str(self.client.base_url)):
+            log.warning("refused to answer through a response_url not at Slack")
+            return False
+        body = {"response_type": "ephemeral", "replace_original": False, "text": fit_text(text)}
+        try:
+            timeout = aiohttp.ClientTimeout(total=_RESPOND_SECONDS)
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(response_url, json=body) as response,
+            ):
+                if response.status == 200:
+                    return True
+                log.warning("slack response_url answered %s", response.status)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("slack response_url failed: %r", error)
+        return False
 
     async def update(
         self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None
@@ -274,6 +330,24 @@ def _stream_result(data: dict[str, Any] | str) -> StreamResult:
     if isinstance(data, dict):
         return "ok"
     return "not_streaming" if data in STREAM_OVER else "failed"
+
+
+_RESPOND_SECONDS = 10.0
+_SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
+
+
+def _slack_url(url: str, api_url: str) -> bool:
+    """Whether `url` is at Slack: https on one of its hooks hosts, or on the configured Web API's
+    own scheme, host and port."""
+    try:
+        found, api = URL(url), URL(api_url)
+    except (ValueError, TypeError):
+        return False
+    if found.scheme == "https" and found.host in _SLACK_HOSTS and found.user is None:
+        return found.explicit_port is None
+    return (found.scheme, found.host, found.port) == (api.scheme, api.host, api.port) and (
+        found.user is None and found.host is not None
+    )
 
 
 def is_dm(channel: str) -> bool:
