@@ -171,7 +171,8 @@ def check_view(view: Any, *, kind: Literal["modal", "home"]) -> None:
             error="invalid_arguments",
             messages=[_message(f"must be of type {kind!r}", "/view/type")],
         )
-    if len(json.dumps(view).encode()) > limit("view bytes").figure:
+    # Measured as UTF-8 JSON: slack_sdk's `\uXXXX` escapes of the wire are not the view's size.
+    if len(json.dumps(view, ensure_ascii=False).encode()) > limit("view bytes").figure:
         raise Refusal(error="view_too_large", messages=[])
     found = view.get("blocks")
     if not isinstance(found, list):
