@@ -9,12 +9,14 @@ says the app is not an agent turns this process to classic messages, with one lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 from yarl import URL
@@ -92,6 +94,16 @@ class Chat:
         """Whether turns show as agent sessions; `auto` turns it off at Slack's first refusal."""
         self._team_id: str | None = None
         self._url: str | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        self._streams_paused_until = 0.0
+        # Stream starts are not retried on a 429: a turn would wait out Slack's Retry-After (up
+        # to a minute) before showing anything; it posts a plain message instead.
+        self._stream_client = AsyncWebClient(
+            token=client.token,
+            base_url=client.base_url,
+            timeout=client.timeout,
+            retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2)],
+        )
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
         data = await self._call_or_code(method, **kwargs)
@@ -217,13 +229,17 @@ class Chat:
 
     # ------------------------------------------------------------ the agent surface
 
-    async def _agent_call(self, method: str, **kwargs: Any) -> dict[str, Any] | str:
+    async def _agent_call(
+        self, method: str, *, client: AsyncWebClient | None = None, **kwargs: Any
+    ) -> dict[str, Any] | str:
         """The call's data, or Slack's error code (`"failed"` when there is none)."""
         try:
-            response = await getattr(self.client, method)(**kwargs)
+            response = await getattr(client or self.client, method)(**kwargs)
         except SlackApiError as error:
             code = str(error.response.get("error") or "failed")
-            if code in NOT_AN_AGENT:
+            if error.response.status_code == 429:
+                self._pause_streams(error.response.headers.get("Retry-After"))
+            elif code in NOT_AN_AGENT:
                 self._not_an_agent(method, code)
             elif code in STREAM_OVER:
                 log.info("slack %s: the stream has ended (%s)", method, code)
@@ -234,6 +250,20 @@ class Chat:
             log.warning("slack %s failed: %r", method, error)
             return "failed"
         return dict(response.data) if isinstance(response.data, dict) else {}
+
+    def _pause_streams(self, retry_after: Any) -> None:
+        """`chat.startStream` is rate-limited (a low tier): until Slack's `Retry-After` has
+        passed, turns answer with plain messages instead of waiting for a stream."""
+        try:
+            seconds = max(1.0, float(retry_after))
+        except (TypeError, ValueError):
+            seconds = 60.0
+        if self.clock() >= self._streams_paused_until:
+            log.warning(
+                "Slack rate-limited chat.startStream: answers are plain messages for %.0f s",
+                seconds,
+            )
+        self._streams_paused_until = self.clock() + seconds
 
     def _not_an_agent(self, method: str, code: str) -> None:
         if self.ui == "auto":
@@ -289,15 +319,20 @@ class Chat:
         *,
         recipient: str | None,
     ) -> str | None:
-        """Start a streamed reply in the thread; its ts, or None."""
-        if not self.agent_view:
+        """Start a streamed reply in the thread; its ts, or None (the turn then answers with a
+        plain message: also while Slack rate-limits the stream starts)."""
+        if not self.agent_view or self.clock() < self._streams_paused_until:
             return None
         kwargs: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
         if not is_dm(channel) and recipient:
             kwargs["recipient_user_id"] = recipient
             kwargs["recipient_team_id"] = await self.team_id()
         data = await self._agent_call(
-            "chat_startStream", chunks=list(chunks), task_display_mode="timeline", **kwargs
+            "chat_startStream",
+            client=self._stream_client,
+            chunks=list(chunks),
+            task_display_mode="timeline",
+            **kwargs,
         )
         return str(data["ts"]) if isinstance(data, dict) and data.get("ts") else None
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from urllib.parse import urlencode
 
 import pytest
@@ -90,3 +91,31 @@ async def test_chat_update_keeps_to_slacks_text_limit(slack: LocalSlack) -> None
     updated = slack.message(CHANNEL, posted["ts"])
     assert updated is not None and len(updated.text) == MAX_UPDATE_TEXT
     assert updated.text.endswith("…")
+
+
+async def test_rate_limited_stream_starts_degrade_to_plain_messages(
+    make_bot: BotFactory, slack: LocalSlack
+) -> None:
+    """With Slack's rate limits on, 50 agent-session turns in a minute in one workspace: the
+    first 20 stream (chat.startStream is Tier 2), the rest answer with a plain message at once
+    instead of waiting out Retry-After; every turn gets its answer, none fails."""
+    slack.agent_refusal = None
+    slack.rate_limits.on = True
+    async with make_bot(agents.memory_agent) as h:
+        took = []
+        for n in range(50):
+            started = time.monotonic()
+            asked = await h.mention(ALICE, f"turn {n}")
+            took.append(time.monotonic() - started)
+            [answer] = h.bot_replies(asked.ts)
+            assert answer.text == f"I have heard: turn {n}", n
+            assert not answer.streaming
+    streamed = [c for c in slack.calls if c.method == "chat.startStream"]
+    assert [c.status for c in streamed[:21]] == [200] * 20 + [429]
+    # After the 429 no start is tried until Retry-After has passed (a minute, unless the
+    # machine is so slow that the window rolls over): far fewer than 50.
+    assert len(streamed) < 50
+    assert max(took) < 10, took
+    # chat.postMessage's own limit (about one a second per channel) is waited out: Retry-After 1.
+    posts = [c.status for c in slack.calls if c.method == "chat.postMessage"]
+    assert posts.count(200) == 30 and set(posts) <= {200, 429}
