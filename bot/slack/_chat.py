@@ -237,7 +237,7 @@ class Chat:
             response = await getattr(client or self.client, method)(**kwargs)
         except SlackApiError as error:
             code = str(error.response.get("error") or "failed")
-            if error.response.status_code == 429:
+            if error.response.status_code == 429 and method == "chat_startStream":
                 self._pause_streams(error.response.headers.get("Retry-After"))
             elif code in NOT_AN_AGENT:
                 self._not_an_agent(method, code)
