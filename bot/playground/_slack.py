@@ -27,6 +27,7 @@ from ._payloads import (
     slash_command,
     view_submission,
 )
+from ._responses import ResponseUrls
 from ._webapi import WebApi
 from ._workspace_model import AgentSession, ApiCall, Ephemeral, Message, OpenedView, Workspace
 
@@ -96,6 +97,7 @@ class LocalSlack(Workspace):
         the Socket Mode WebSocket the bot opened (`apps.connections.open`)."""
 
         self._api = WebApi(self, socket_url=self._socket_url)
+        self._responses = ResponseUrls(self, lambda: f"{self.api_url}response/")
         self._http = HttpDelivery(signing_secret)
         self._socket_mode = SocketMode(self)
         self._runner: web.AppRunner | None = None
@@ -116,12 +118,7 @@ class LocalSlack(Workspace):
         """A person presses the stop button of the thread's agent session: Slack stops the app's
         streams in the thread and sends `agent_session_stopped` (the session's status is the
         app's to change)."""
-        stopped = []
-        for message in self.thread(channel, thread_ts):
-            if message.streaming:
-                message.streaming = False
-                stopped.append(message.ts)
-                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        stopped = await self.stop_streams(channel, thread_ts)
         event = {
             "type": "agent_session_stopped",
             "channel": channel,
@@ -131,6 +128,22 @@ class LocalSlack(Workspace):
             "event_ts": self.new_ts(),
         }
         return await self.send_event(event, to=to)
+
+    async def stop_streams(self, channel: str, thread_ts: str) -> list[str]:
+        """Slack's side of the stop button: the app's streams in the thread end, and answer
+        `stopped_by_user` from then on; the ts of each one stopped."""
+        stopped = []
+        for message in self.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                message.stopped_by_user = True
+                stopped.append(message.ts)
+                await self.publish("message_updated", {"channel": channel, **message.to_api()})
+        return stopped
+
+    def response_url(self, channel: str, user: str) -> str:
+        """A new `response_url` for what `user` did in `channel`, as a command or click brings."""
+        return self._responses.issue(channel, user)
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
         """Answer the next call to `method` with `status` and a `Retry-After` header."""
@@ -156,6 +169,7 @@ class LocalSlack(Workspace):
         if self._runner is not None:
             return
         app = web.Application()
+        app.router.add_post("/api/response/{key}", self._responses.handle)
         app.router.add_route("*", "/api/{method}", self._api.handle)
         app.router.add_get("/socket-mode", self._socket_mode.handle)
         self._runner = web.AppRunner(app, access_log=None)
@@ -272,7 +286,9 @@ class LocalSlack(Workspace):
             value=value,
             selected=selected,
             channel=channel,
-            response_url=f"{self.api_url}response/{uuid.uuid4().hex}",
+            response_url=self._responses.issue(
+                channel or str(getattr(self.find_message(message_ts), "channel", "")), user
+            ),
         )
 
     async def click(
@@ -381,7 +397,7 @@ class LocalSlack(Workspace):
             command,
             text,
             trigger_id=trigger_id,
-            response_url=f"{self.api_url}response/{uuid.uuid4().hex}",
+            response_url=self._responses.issue(channel, user),
         )
         await self.publish(
             "call",

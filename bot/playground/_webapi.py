@@ -3,7 +3,9 @@ injected failures (rate limits) and one handler per method, answering as Slack a
 
 The agent methods (`agents.sessions.setStatus`, `chat.startStream` / `appendStream` /
 `stopStream`) check their chunks with slack_sdk's own chunk models, and answer every call with
-`workspace.agent_refusal` when it is set, as Slack answers an app not declared as an agent."""
+`workspace.agent_refusal` when it is set, as Slack answers an app not declared as an agent.
+Blocks and views are checked against Slack's limits (`_limits`), and each method against the
+workspace's rules (`_rules`: scopes, expiring triggers, the rate-limit profile) first."""
 
 from __future__ import annotations
 
@@ -17,8 +19,6 @@ from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
-from slack_sdk.errors import SlackObjectFormationError
-from slack_sdk.models.blocks import Block
 from slack_sdk.models.messages.chunk import (
     BlocksChunk,
     Chunk,
@@ -26,8 +26,9 @@ from slack_sdk.models.messages.chunk import (
     PlanUpdateChunk,
     TaskUpdateChunk,
 )
-from slack_sdk.models.views import View
 
+from ._limits import Refusal, check_message, check_view, limit
+from ._rules import HISTORY_SCOPES, METHOD_SCOPES, TRIGGER_SECONDS
 from ._workspace_model import (
     AgentSession,
     ApiCall,
@@ -45,12 +46,11 @@ _Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _SESSION_STATUSES: frozenset[str] = frozenset({"processing", "active", "suspended", "closed"})
 _TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
-_HOME_BLOCKS = 100
-"""Slack's limit on the blocks of a Home view."""
+_MARKDOWN_LIMIT = limit("markdown_text").figure
+_UPDATE_TEXT_LIMIT = limit("chat.update text").figure
+_TEXT_LIMIT = limit("message text").figure
 _MEMBERS_LIMIT = 1000
 """The most members `conversations.members` returns per page (its `limit` defaults to 100)."""
-_MARKDOWN_LIMIT = 12_000
-"""Slack's limit on `markdown_text` (and a markdown chunk's text) per call."""
 
 AGENT_METHODS = frozenset(
     {
@@ -142,17 +142,51 @@ class WebApi:
             return web.json_response({"ok": False, "error": ws.agent_refusal})
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
+        scopes = {"x-oauth-scopes": ",".join(ws.scopes)}
+        needed = self._needed_scope(method, args)
+        if needed is not None and needed not in ws.scopes:
+            refused = {"error": "missing_scope", "needed": needed, "provided": ",".join(ws.scopes)}
+            return web.json_response({"ok": False, **refused}, headers=scopes)
+        wait = ws.rate_limits.retry_after(method, _channel_of(args), ws.clock())
+        if wait is not None:
+            ws.calls[-1].status = 429
+            await ws.publish("rate_limited", {"method": method, "status": 429})
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"},
+                status=429,
+                headers={"Retry-After": str(wait)},
+            )
         try:
             body = await handler(args)
         except _ApiError as error:
-            return web.json_response({"ok": False, "error": error.code})
-        scopes = {"x-oauth-scopes": ",".join(ws.scopes)}
+            return web.json_response({"ok": False, "error": error.code}, headers=scopes)
+        except Refusal as refusal:
+            return web.json_response(refusal.body(), headers=scopes)
         return web.json_response({"ok": True, **body}, headers=scopes)
+
+    def _needed_scope(self, method: str, args: Mapping[str, Any]) -> str | None:
+        """The scope Slack wants for this call (conversations.replies: by the conversation)."""
+        if method != "conversations.replies":
+            return METHOD_SCOPES.get(method)
+        found = self.workspace.channels.get(str(args.get("channel") or ""))
+        kind = "im" if found and found.is_im else "mpim" if found and found.is_mpim else "channel"
+        return HISTORY_SCOPES[kind]
 
     def _channel_arg(self, args: Mapping[str, Any], key: str = "channel") -> str:
         channel = str(args.get(key) or "")
         if channel not in self.workspace.channels:
             raise _ApiError("channel_not_found")
+        return channel
+
+    def _postable(self, args: Mapping[str, Any], key: str = "channel") -> str:
+        """The channel `args` names, if the bot may post in it: Slack answers `not_in_channel`
+        in a channel the bot is not a member of (`channel_not_found` when it is private)."""
+        ws = self.workspace
+        channel = self._channel_arg(args, key)
+        if ws.bot_user_id not in ws.channel_members(channel):
+            found = ws.channels[channel]
+            private = found.is_private or found.is_im or found.is_mpim
+            raise _ApiError("channel_not_found" if private else "not_in_channel")
         return channel
 
     def _message_arg(self, args: Mapping[str, Any], ts_key: str) -> Message:
@@ -181,15 +215,15 @@ class WebApi:
         if user in ws.users and not ws.users[user].is_bot:
             # As in Slack, a user id posts in the app's direct message with that person.
             args = {**args, "channel": ws.dm_channel(user)}
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         text, blocks = _text_and_blocks(args)
         thread_ts = _thread_ts(args)
         if thread_ts is not None and ws.message(channel, thread_ts) is None:
-            raise _ApiError("thread_not_found")
+            raise _ApiError("invalid_thread_ts")
         message = Message(
             channel=channel,
             ts=ws.new_ts(),
-            text=text,
+            text=text[:_TEXT_LIMIT],  # Slack truncates longer text rather than refusing it
             bot_id=ws.bot_id,
             user=ws.bot_user_id,
             thread_ts=thread_ts,
@@ -204,6 +238,8 @@ class WebApi:
         if message.bot_id != self.workspace.bot_id:
             raise _ApiError("cant_update_message")
         text, blocks = _text_and_blocks(args)
+        if len(text) > _UPDATE_TEXT_LIMIT:
+            raise _ApiError("msg_too_long")
         message.text = text
         # Slack keeps the old blocks when an update leaves them out.
         if "blocks" in args:
@@ -215,10 +251,11 @@ class WebApi:
 
     async def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         user = str(args.get("user") or "")
         if user not in ws.users:
-            raise _ApiError("user_not_found")
+            # Slack's one answer for someone it cannot show the message to in this channel.
+            raise _ApiError("user_not_in_channel")
         text, blocks = _text_and_blocks(args)
         ephemeral = Ephemeral(
             channel=channel,
@@ -240,13 +277,16 @@ class WebApi:
         return where
 
     async def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        ws = self.workspace
         trigger_id = str(args.get("trigger_id") or "")
-        user = self.workspace.triggers.pop(trigger_id, None)
+        user = ws.triggers.pop(trigger_id, None)
         if user is None:
             raise _ApiError("invalid_trigger_id")
+        issued = ws.trigger_times.pop(trigger_id, None)
+        if issued is not None and ws.clock() - issued > TRIGGER_SECONDS:
+            raise _ApiError("expired_trigger_id")
         view = _json_arg(args, "view")
-        if not isinstance(view, dict) or view.get("type") != "modal":
-            raise _ApiError("invalid_arguments")
+        check_view(view, kind="modal")
         opened = OpenedView(
             id=f"V{uuid.uuid4().hex[:10].upper()}",
             user=user,
@@ -264,8 +304,7 @@ class WebApi:
         if opened is None or opened.closed:
             raise _ApiError("not_found")
         view = _json_arg(args, "view")
-        if not isinstance(view, dict):
-            raise _ApiError("invalid_arguments")
+        check_view(view, kind="modal")
         opened.view = view
         opened.hash = uuid.uuid4().hex[:8]
         await self.workspace.publish("view_updated", asdict(opened))
@@ -273,25 +312,12 @@ class WebApi:
 
     async def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
         """A person's App Home view, checked as Slack checks it: a known user, a view of type
-        `home` with at most 100 blocks that slack_sdk's `View` model accepts."""
+        `home` within Slack's limits (`check_view`)."""
         user = str(args.get("user_id") or "")
         if user not in self.workspace.users:
             raise _ApiError("user_not_found")
         view = _json_arg(args, "view")
-        if not isinstance(view, dict) or view.get("type") != "home":
-            raise _ApiError("invalid_arguments")
-        found = view.get("blocks")
-        if not isinstance(found, list) or len(found) > _HOME_BLOCKS:
-            raise _ApiError("invalid_arguments")
-        try:
-            View(**view).validate_json()
-            for block in found:
-                parsed = Block.parse(block)
-                if parsed is None:
-                    raise ValueError(f"not a block: {block!r}")
-                parsed.validate_json()
-        except (SlackObjectFormationError, TypeError, ValueError, KeyError, AttributeError):
-            raise _ApiError("invalid_arguments") from None
+        check_view(view, kind="home")
         self.workspace.home_views[user] = view
         view_id = f"VHOME{user}"
         await self.workspace.publish("home_published", {"user": user, "view": view})
@@ -358,7 +384,7 @@ class WebApi:
         channel = self._channel_arg(args, "channel_id")
         thread_ts = str(args.get("thread_ts") or "")
         if ws.message(channel, thread_ts) is None:
-            raise _ApiError("thread_not_found")
+            raise _ApiError("invalid_thread_ts")
         session = ws.sessions.get((channel, thread_ts))
         if session is None:
             session = AgentSession(channel=channel, thread_ts=thread_ts, status=status)
@@ -380,10 +406,10 @@ class WebApi:
 
     async def _start_stream(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
-        channel = self._channel_arg(args)
+        channel = self._postable(args)
         thread_ts = _thread_ts(args)
         if thread_ts is None or ws.message(channel, thread_ts) is None:
-            raise _ApiError("thread_not_found")
+            raise _ApiError("invalid_thread_ts")
         if not ws.channels[channel].is_im:
             # Outside a DM Slack must know who the stream is for.
             if not args.get("recipient_user_id"):
@@ -424,6 +450,7 @@ class WebApi:
         _append(message, _streamed_chunks(args))
         if "blocks" in args:
             _, message.blocks = _text_and_blocks({"blocks": args["blocks"], "text": "-"})
+            check_message(message.blocks)
         message.streaming = False
         status = args.get("session_status")
         if status is not None:
@@ -437,7 +464,9 @@ class WebApi:
     def _streaming(self, args: Mapping[str, Any]) -> Message:
         message = self._message_arg(args, "ts")
         if message.bot_id != self.workspace.bot_id:
-            raise _ApiError("cant_update_message")
+            raise _ApiError("message_not_owned_by_app")
+        if message.stopped_by_user:
+            raise _ApiError("stopped_by_user")
         if not message.streaming:
             raise _ApiError("message_not_in_streaming_state")
         return message
@@ -631,9 +660,12 @@ def _append(message: Message, chunks: list[dict[str, Any]]) -> None:
 
 def _text_and_blocks(args: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     blocks = _json_arg(args, "blocks") or []
-    if not isinstance(blocks, list):
-        raise _ApiError("invalid_blocks")
+    check_message(blocks)
     text = str(args.get("text") or "")
     if not text and not blocks:
         raise _ApiError("no_text")
     return text, blocks
+
+
+def _channel_of(args: Mapping[str, Any]) -> str | None:
+    return str(args.get("channel") or args.get("channel_id") or "") or None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..slack._manifest import BOT_SCOPES
 from ._changes import ChangeFeed
+from ._rules import RateLimits
 
 __all__ = [
     "AgentSession",
@@ -47,6 +48,8 @@ class Message:
     edited: bool = False
     streaming: bool = False
     """A message the app is streaming into (`chat.startStream`) and has not stopped yet."""
+    stopped_by_user: bool = False
+    """A person pressed stop while it streamed: Slack answers `stopped_by_user` from then on."""
     chunks: list[dict[str, Any]] = field(default_factory=list)
     """Every chunk streamed into the message, in order, as sent (`markdown_text` included as
     `markdown_text` chunks)."""
@@ -199,6 +202,10 @@ class Workspace(ChangeFeed):
         self.calls: list[ApiCall] = []
         self.triggers: dict[str, str] = {}
         """trigger_id -> the user whose action issued it (`views.open` redeems it)."""
+        self.trigger_times: dict[str, float] = {}
+        """trigger_id -> when it was issued (`clock`); `views.open` refuses it 3 s later."""
+        self.rate_limits = RateLimits()
+        """Slack's per-method rate limits by tier; off until a test sets `rate_limits.on`."""
         self.selections: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
         """(channel, message ts, user) -> block_id -> action_id -> element state."""
 
@@ -292,7 +299,10 @@ class Workspace(ChangeFeed):
         return f"{seconds}.{micros:06d}"
 
     def new_trigger_id(self) -> str:
-        return f"{next(self._ids)}.{uuid.uuid4().hex[:12]}"
+        """A trigger id, issued now: it expires as Slack's do (`trigger_times`)."""
+        trigger_id = f"{next(self._ids)}.{uuid.uuid4().hex[:12]}"
+        self.trigger_times[trigger_id] = self.clock()
+        return trigger_id
 
     def new_event_id(self) -> str:
         return f"Ev{next(self._ids):08d}{uuid.uuid4().hex[:6]}"

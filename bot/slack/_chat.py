@@ -9,25 +9,54 @@ says the app is not an agent turns this process to classic messages, with one lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
+from yarl import URL
 
 import blocks
 
 from .. import _metrics
 
-__all__ = ["NOT_AN_AGENT", "Chat", "SessionStatus", "StreamResult", "escape", "fit_text", "is_dm"]
+__all__ = [
+    "MAX_UPDATE_TEXT",
+    "NOT_AN_AGENT",
+    "STREAM_OVER",
+    "Chat",
+    "Posted",
+    "SessionStatus",
+    "StreamResult",
+    "escape",
+    "fit_text",
+    "is_dm",
+]
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
 
+
+@dataclass(frozen=True, kw_only=True)
+class Posted:
+    """What `chat.postMessage` did: `posted` with the message's ts, or `refused` with Slack's
+    error code."""
+
+    kind: Literal["posted", "refused"]
+    value: str
+
+
 StreamResult = Literal["ok", "not_streaming", "failed"]
 """What a stream call did: done, refused because the stream was stopped already (by a stop
-button, or by an earlier attempt), or failed otherwise."""
+button: `stopped_by_user`; or by an earlier attempt: `message_not_in_streaming_state`), or
+failed otherwise."""
+
+STREAM_OVER = frozenset({"stopped_by_user", "message_not_in_streaming_state"})
+"""What Slack answers a stream call once the stream has ended: nothing more is to be shown."""
 
 NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
 """What Slack answers an app not declared as an agent (no `features.agent_view`, no
@@ -40,6 +69,10 @@ _MEMBER_PAGES = 20
 
 _MAX_TEXT = 39_000
 """Slack truncates message text past 40,000 characters; stay under it with room to spare."""
+
+MAX_UPDATE_TEXT = 4_000
+"""`chat.update` answers `msg_too_long` past Slack's 4,000-character message text limit
+(docs.slack.dev chat.update and chat.postMessage; LocalSlack's limit table)."""
 
 
 def escape(text: str) -> str:
@@ -64,19 +97,34 @@ class Chat:
         """Whether turns show as agent sessions; `auto` turns it off at Slack's first refusal."""
         self._team_id: str | None = None
         self._url: str | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        self._streams_paused_until = 0.0
+        # Stream starts are not retried on a 429: a turn would wait out Slack's Retry-After (up
+        # to a minute) before showing anything; it posts a plain message instead.
+        self._stream_client = AsyncWebClient(
+            token=client.token,
+            base_url=client.base_url,
+            timeout=client.timeout,
+            retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2)],
+        )
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
+        data = await self._call_or_code(method, **kwargs)
+        return data if isinstance(data, dict) else None
+
+    async def _call_or_code(self, method: str, **kwargs: Any) -> dict[str, Any] | str:
+        """The call's data, or Slack's error code (`unreachable` when Slack was not reached)."""
         try:
             response = await getattr(self.client, method)(**kwargs)
         except SlackApiError as error:
             code = str(error.response.get("error"))
             _metrics.SLACK_API_ERRORS.labels(method=method, error=code).inc()
             log.warning("slack %s failed: %s", method, code)
-            return None
+            return code
         except (aiohttp.ClientError, TimeoutError) as error:
             _metrics.SLACK_API_ERRORS.labels(method=method, error="unreachable").inc()
             log.warning("slack %s failed: %r", method, error)
-            return None
+            return "unreachable"
         return dict(response.data) if isinstance(response.data, dict) else {}
 
     async def post(
@@ -88,20 +136,62 @@ class Chat:
         blocks: list[dict[str, Any]] | None = None,
     ) -> str | None:
         """Post a message; its ts, or None when Slack refused."""
+        posted = await self.try_post(channel, text, thread_ts=thread_ts, blocks=blocks)
+        return posted.value if posted.kind == "posted" else None
+
+    async def try_post(
+        self,
+        channel: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> Posted:
+        """Post a message: its ts, or Slack's error code (`not_in_channel`, ...)."""
         kwargs: dict[str, Any] = {"channel": channel, "text": fit_text(text)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
         if blocks is not None:
             kwargs["blocks"] = blocks
-        data = await self._call("chat_postMessage", **kwargs)
-        return str(data["ts"]) if data and data.get("ts") else None
+        data = await self._call_or_code("chat_postMessage", **kwargs)
+        if isinstance(data, str):
+            return Posted(kind="refused", value=data)
+        if not data.get("ts"):
+            return Posted(kind="refused", value="no_ts")
+        return Posted(kind="posted", value=str(data["ts"]))
+
+    async def respond(self, response_url: str, text: str) -> bool:
+        """Answer a slash command or click through its `response_url`, to that person alone:
+        works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
+        Web API host the bot is configured with, such as LocalSlack): the URL came in a payload,
+        and the bot sends nothing elsewhere."""
+        if not _slack_url(response_url, str(self.client.base_url)):
+            log.warning("refused to answer through a response_url not at Slack")
+            return False
+        body = {"response_type": "ephemeral", "replace_original": False, "text": fit_text(text)}
+        try:
+            timeout = aiohttp.ClientTimeout(total=_RESPOND_SECONDS)
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(response_url, json=body) as response,
+            ):
+                if response.status == 200:
+                    return True
+                log.warning("slack response_url answered %s", response.status)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("slack response_url failed: %r", error)
+        return False
 
     async def update(
         self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None
     ) -> bool:
         # An empty list removes the old blocks (buttons); leaving `blocks` out would keep them.
         data = await self._call(
-            "chat_update", channel=channel, ts=ts, text=fit_text(text), blocks=blocks or []
+            "chat_update",
+            channel=channel,
+            ts=ts,
+            text=fit_text(text, MAX_UPDATE_TEXT),
+            blocks=blocks or [],
         )
         return data is not None
 
@@ -142,14 +232,20 @@ class Chat:
 
     # ------------------------------------------------------------ the agent surface
 
-    async def _agent_call(self, method: str, **kwargs: Any) -> dict[str, Any] | str:
+    async def _agent_call(
+        self, method: str, *, client: AsyncWebClient | None = None, **kwargs: Any
+    ) -> dict[str, Any] | str:
         """The call's data, or Slack's error code (`"failed"` when there is none)."""
         try:
-            response = await getattr(self.client, method)(**kwargs)
+            response = await getattr(client or self.client, method)(**kwargs)
         except SlackApiError as error:
             code = str(error.response.get("error") or "failed")
-            if code in NOT_AN_AGENT:
+            if error.response.status_code == 429 and method == "chat_startStream":
+                self._pause_streams(error.response.headers.get("Retry-After"))
+            elif code in NOT_AN_AGENT:
                 self._not_an_agent(method, code)
+            elif code in STREAM_OVER:
+                log.info("slack %s: the stream has ended (%s)", method, code)
             else:
                 log.warning("slack %s failed: %s", method, code)
             return code
@@ -157,6 +253,20 @@ class Chat:
             log.warning("slack %s failed: %r", method, error)
             return "failed"
         return dict(response.data) if isinstance(response.data, dict) else {}
+
+    def _pause_streams(self, retry_after: Any) -> None:
+        """`chat.startStream` is rate-limited (a low tier): until Slack's `Retry-After` has
+        passed, turns answer with plain messages instead of waiting for a stream."""
+        try:
+            seconds = max(1.0, float(retry_after))
+        except (TypeError, ValueError):
+            seconds = 60.0
+        if self.clock() >= self._streams_paused_until:
+            log.warning(
+                "Slack rate-limited chat.startStream: answers are plain messages for %.0f s",
+                seconds,
+            )
+        self._streams_paused_until = self.clock() + seconds
 
     def _not_an_agent(self, method: str, code: str) -> None:
         if self.ui == "auto":
@@ -212,15 +322,20 @@ class Chat:
         *,
         recipient: str | None,
     ) -> str | None:
-        """Start a streamed reply in the thread; its ts, or None."""
-        if not self.agent_view:
+        """Start a streamed reply in the thread; its ts, or None (the turn then answers with a
+        plain message: also while Slack rate-limits the stream starts)."""
+        if not self.agent_view or self.clock() < self._streams_paused_until:
             return None
         kwargs: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
         if not is_dm(channel) and recipient:
             kwargs["recipient_user_id"] = recipient
             kwargs["recipient_team_id"] = await self.team_id()
         data = await self._agent_call(
-            "chat_startStream", chunks=list(chunks), task_display_mode="timeline", **kwargs
+            "chat_startStream",
+            client=self._stream_client,
+            chunks=list(chunks),
+            task_display_mode="timeline",
+            **kwargs,
         )
         return str(data["ts"]) if isinstance(data, dict) and data.get("ts") else None
 
@@ -279,7 +394,25 @@ class Chat:
 def _stream_result(data: dict[str, Any] | str) -> StreamResult:
     if isinstance(data, dict):
         return "ok"
-    return "not_streaming" if data == "message_not_in_streaming_state" else "failed"
+    return "not_streaming" if data in STREAM_OVER else "failed"
+
+
+_RESPOND_SECONDS = 10.0
+_SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
+
+
+def _slack_url(url: str, api_url: str) -> bool:
+    """Whether `url` is at Slack: https on one of its hooks hosts, or on the configured Web API's
+    own scheme, host and port."""
+    try:
+        found, api = URL(url), URL(api_url)
+    except (ValueError, TypeError):
+        return False
+    if found.scheme == "https" and found.host in _SLACK_HOSTS and found.user is None:
+        return found.explicit_port is None
+    return (found.scheme, found.host, found.port) == (api.scheme, api.host, api.port) and (
+        found.user is None and found.host is not None
+    )
 
 
 def is_dm(channel: str) -> bool:

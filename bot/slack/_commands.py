@@ -207,13 +207,11 @@ class Commands:
         # Posted, and kept as the run's prompt: never the text itself, which may hold a secret.
         typed = shown_command(command, tool, arguments)
         who = f"<@{user}>" if _USER_ID.fullmatch(user) else escape(user)
-        ts = await self.chat.post(channel, f"{who} ran {escape(typed)}")
-        if ts is None:
-            await self.chat.ephemeral(
-                channel, user, "I could not post in this channel, so nothing ran."
-            )
+        posted = await self.chat.try_post(channel, f"{who} ran {escape(typed)}")
+        if posted.kind == "refused":
+            await self._not_posted(body, posted.value, command)
             return
-        thread = Thread(channel=channel, thread_ts=ts, requester=user)
+        thread = Thread(channel=channel, thread_ts=posted.value, requester=user)
         await self.conversations.call_tool(
             thread,
             tool=tool.name,
@@ -221,6 +219,29 @@ class Commands:
             text=typed,
             run_id=work.run_id("command"),
         )
+
+    async def _not_posted(self, body: dict[str, Any], code: str, command: str) -> None:
+        """The command could not be posted in its channel, so nothing ran: say so to the person
+        who typed it. Where the bot is not a member, only the command's `response_url` reaches
+        them (an ephemeral message needs membership too)."""
+        user, channel = str(body["user_id"]), str(body["channel_id"])
+        if code in _NOT_A_MEMBER:
+            text = (
+                "I am not in this channel, so nothing ran. Add me with `/invite` and my name "
+                f"(or from the channel's settings -> Integrations -> Add apps), then run "
+                f"`{escape(command)}` again."
+            )
+        else:
+            text = f"I could not post in this channel (Slack said {escape(code)}), so nothing ran."
+        response_url = body.get("response_url")
+        if isinstance(response_url, str) and await self.chat.respond(response_url, text):
+            return
+        await self.chat.ephemeral(channel, user, text)
+
+
+_NOT_A_MEMBER = frozenset({"not_in_channel", "channel_not_found"})
+"""What `chat.postMessage` answers where the bot is not a member (`channel_not_found` in a
+private channel it cannot see)."""
 
 
 def _form_arguments(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -253,15 +253,31 @@ async def _person(client: AsyncWebClient, entry: str, where: list[str]) -> Check
     try:
         return Check(status="ok", name=name, detail=await lookup())
     except SlackApiError as error:
-        code = error.response.get("error")
-        fix = (
-            "the group id is wrong, or the token lacks usergroups:read"
-            if entry.startswith("S")
-            else "the user id is wrong (find it in the person's profile: ... -> Copy member ID)"
-        )
-        return Check(status="FAIL", name=name, detail=f"Slack said {code}: {fix}")
+        return Check(status="FAIL", name=name, detail=_lookup_refused(entry, error.response))
     except (aiohttp.ClientError, TimeoutError) as error:
         return Check(status="FAIL", name=name, detail=f"Slack is out of reach: {error!r}")
+
+
+def _lookup_refused(entry: str, response: Any) -> str:
+    """Why Slack would not look `entry` up, in one line: a scope the token lacks (Slack says
+    `missing_scope` and names it in `needed`) is not a wrong id."""
+    code = response.get("error")
+    if code == "missing_scope":
+        needed = response.get("needed") or (
+            "usergroups:read" if entry.startswith("S") else "users:read"
+        )
+        return (
+            f"Slack said missing_scope: the token lacks {needed}, so the id cannot be checked "
+            "(add it under OAuth & Permissions -> Bot Token Scopes, then reinstall the app)"
+        )
+    if code in {"user_not_found", "no_such_subteam", "subteam_not_found"}:
+        if entry.startswith("S"):
+            return f"Slack said {code}: the user group id is wrong"
+        return (
+            f"Slack said {code}: the user id is wrong "
+            "(find it in the person's profile: ... -> Copy member ID)"
+        )
+    return f"Slack said {code}: the id could not be checked"
 
 
 def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bool]]:

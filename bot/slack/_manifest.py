@@ -22,12 +22,14 @@ BOT_SCOPES: tuple[str, ...] = (
     "mpim:read",
     "reactions:write",
     "usergroups:read",
+    "users:read",
 )
 """Bot token scopes: mentions, agent sessions (status, streamed answers, tasks), posting and
 updating cards, slash commands, DMs, group DMs and thread replies in public and private channels,
-the "working" reaction of classic messages, user groups in approver lists; `conversations.info`
-and `conversations.members` (channels:read, groups:read, mpim:read) so App Home lists a private
-channel's or group DM's request only for its members."""
+the "working" reaction of classic messages, user groups in approver lists, the people
+`handback doctor` looks up (`users.info`); `conversations.info` and `conversations.members`
+(channels:read, groups:read, mpim:read) so App Home lists a private channel's or group DM's
+request only for its members."""
 
 BOT_EVENTS: tuple[str, ...] = (
     "app_mention",

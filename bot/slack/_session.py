@@ -184,7 +184,11 @@ class AgentTurn:
         if self.ts is None:
             await self._start(chunks)
             return
-        if await self.chat.append_stream(self.channel, self.ts, chunks) != "ok":
+        appended = await self.chat.append_stream(self.channel, self.ts, chunks)
+        if appended == "not_streaming":
+            # Stopped (the stop button): what it showed stays, nothing is shown again.
+            self.quiet = True
+        elif appended == "failed":
             self.broken = True
 
     async def _start(self, chunks: list[Chunk]) -> None:

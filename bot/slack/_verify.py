@@ -476,6 +476,10 @@ class SlackGate:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        if is_ssl_check(raw):
+            # Slack checks a slash command's Request URL this way and wants a 200; Bolt answers
+            # it (`SslCheck`) before verifying, and so does the edge: nothing runs.
+            return web.Response(status=200, text="")
         unverified = self._unverified(raw, request.headers)
         if unverified is not None:
             log.warning("refused a request to %s: %s", request.path, unverified)
@@ -513,6 +517,22 @@ class SlackGate:
             return Refused(status=400, reason=str(error)), "", {}
         # Only a body that escapes a surrogate can hold a lone one (UTF-8 cannot encode it).
         return check_payload(body, text_checked=not _SURROGATE_ESCAPE.search(text)), text, body
+
+
+_SSL_CHECK_MAX = 1000
+"""Bytes an `ssl_check` body may have: Slack's is `token=...&ssl_check=1`."""
+
+
+def is_ssl_check(raw: bytes) -> bool:
+    """Whether `raw` is Slack's `ssl_check` of a slash command's Request URL: a small form with
+    `ssl_check=1` and no command or payload (Bolt's `SslCheck` reads it the same way)."""
+    if len(raw) > _SSL_CHECK_MAX or b"ssl_check=" not in raw:
+        return False
+    try:
+        form = dict(query_to_pairs(raw.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return form.get("ssl_check") == "1" and "command" not in form and "payload" not in form
 
 
 def check_payload(body: dict[str, Any], *, text_checked: bool = False) -> Refused | None:

@@ -170,3 +170,23 @@ async def test_doctor_starts_each_mcp_server_and_lists_its_tools_and_rules(
     assert "(gated: no annotations)" in line(lines, "approvals of `ops_restart`")
     assert not any("approvals of `ops_status`" in entry for entry in lines)  # read-only, trusted
     assert not any("approvals of `ops_hang`" in entry for entry in lines)  # approvals={hang: False}
+
+
+async def test_a_token_without_users_read_is_told_apart_from_a_wrong_user_id(
+    sqlite_store_url: str,
+) -> None:
+    async with LocalSlack() as slack:
+        slack.scopes.remove("users:read")
+        code, lines = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="U0BOB")
+        assert code == 1
+        bob = line(lines, "U0BOB (in HANDBACK_APPROVERS)")
+        assert bob.startswith("FAIL") and "missing_scope: the token lacks users:read" in bob
+        assert "wrong" not in bob
+        assert "missing users:read" in line(lines, "scopes")
+
+        slack.scopes.append("users:read")
+        code, lines = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="U0NOBODY")
+    assert code == 1
+    nobody = line(lines, "U0NOBODY (in HANDBACK_APPROVERS)")
+    assert nobody.startswith("FAIL") and "user_not_found: the user id is wrong" in nobody
+    assert line(lines, "scopes").startswith("ok")

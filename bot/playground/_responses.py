@@ -1,0 +1,76 @@
+"""The `response_url`s LocalSlack hands out with slash commands and clicks, served as Slack
+serves them: a POST with a message shows it to the person (ephemeral) or in the channel, up to
+five times within 30 minutes (docs.slack.dev, 'Handling user interaction': 'you can use a
+response_url up to five times within 30 minutes'); after that the URL is refused."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Final
+
+from aiohttp import web
+
+from ._workspace_model import Ephemeral, Message, Workspace
+
+__all__ = ["ResponseUrls"]
+
+_USES: Final = 5
+_SECONDS: Final = 30 * 60
+
+
+@dataclass(kw_only=True)
+class _Issued:
+    channel: str
+    user: str
+    at: float
+    uses: int = 0
+
+
+class ResponseUrls:
+    """The response URLs of one workspace, under `base()` (`.../api/response/<id>`; the port
+    is known once LocalSlack listens)."""
+
+    def __init__(self, workspace: Workspace, base: Callable[[], str]) -> None:
+        self.workspace = workspace
+        self._base = base
+        self._issued: dict[str, _Issued] = {}
+
+    def issue(self, channel: str, user: str) -> str:
+        """A new response URL for what `user` did in `channel`."""
+        key = uuid.uuid4().hex
+        self._issued[key] = _Issued(channel=channel, user=user, at=self.workspace.clock())
+        return f"{self._base()}{key}"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        ws = self.workspace
+        issued = self._issued.get(request.match_info["key"])
+        if issued is None or issued.uses >= _USES or ws.clock() - issued.at > _SECONDS:
+            return web.json_response({"ok": False, "error": "expired_url"}, status=404)
+        try:
+            body = json.loads(await request.text())
+        except (ValueError, UnicodeDecodeError):
+            return web.json_response({"ok": False, "error": "invalid_payload"}, status=400)
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text:
+            return web.json_response({"ok": False, "error": "no_text"}, status=400)
+        issued.uses += 1
+        if body.get("response_type") == "in_channel":
+            message = Message(
+                channel=issued.channel,
+                ts=ws.new_ts(),
+                text=text,
+                bot_id=ws.bot_id,
+                user=ws.bot_user_id,
+            )
+            ws.messages.append(message)
+            await ws.publish("message", {"channel": issued.channel, **message.to_api()})
+        else:
+            ephemeral = Ephemeral(
+                channel=issued.channel, user=issued.user, text=text, message_ts=ws.new_ts()
+            )
+            ws.ephemerals.append(ephemeral)
+            await ws.publish("ephemeral", asdict(ephemeral))
+        return web.json_response({"ok": True})

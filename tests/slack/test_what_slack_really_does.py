@@ -1,0 +1,121 @@
+"""What Slack really does, and the bot handles: the `ssl_check` of a command's Request URL, the
+`stopped_by_user` of a stream after the stop button, `chat.update`'s text limit."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
+
+import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.playground._slack import LocalSlack
+from bot.slack._chat import MAX_UPDATE_TEXT, Chat
+from bot.slack._session import AgentTurn
+from state import open_store
+
+from . import agents
+from .conftest import ALICE, CHANNEL, BotFactory
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+@pytest.mark.parametrize("signed", [True, False])
+async def test_ssl_check_gets_an_empty_200_and_runs_nothing(
+    make_bot: BotFactory, signed: bool
+) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        calls = len(h.slack.calls)
+        body = urlencode({"token": "legacy-verification-token", "ssl_check": "1"})
+        response = await h.slack.send_raw(body, headers=FORM, sign=signed)
+        await h.bot.drain()
+        assert (response.status, response.body) == (200, "")
+        assert len(h.slack.calls) == calls
+        assert h.slack.bot_messages() == [] and h.slack.ephemerals == []
+
+
+async def test_a_command_that_says_ssl_check_is_no_ssl_check(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        body = urlencode({"command": "/deploy", "ssl_check": "1", "user_id": ALICE})
+        assert (await h.slack.send_raw(body, headers=FORM, sign=False)).status == 401
+
+
+def _client(slack: LocalSlack) -> AsyncWebClient:
+    return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+
+
+async def test_a_stream_stopped_by_the_stop_button_ends_quietly_without_a_repost(
+    slack: LocalSlack, sqlite_store_url: str
+) -> None:
+    slack.agent_refusal = None
+    asked = await slack.post_user_message(ALICE, CHANNEL, "restart api", deliver=False)
+    chat = Chat(_client(slack), ui="agent")
+    async with open_store(sqlite_store_url) as store:
+        turn = AgentTurn(
+            chat=chat,
+            store=store,
+            channel=CHANNEL,
+            thread_ts=asked.ts,
+            recipient=ALICE,
+            run_id=None,
+            clock=lambda: 0.0,
+        )
+        await turn.begin()
+        await turn.text("Restarting api")
+        await turn.flush()
+        streamed = slack.message(CHANNEL, str(turn.ts))
+        assert streamed is not None and streamed.streaming
+        assert await slack.stop_streams(CHANNEL, asked.ts) == [streamed.ts]  # the stop button
+
+        await turn.text(" ... still going")
+        await turn.flush()
+        assert await turn.finish("active")
+    with pytest.raises(SlackApiError) as caught:
+        await _client(slack).chat_appendStream(channel=CHANNEL, ts=streamed.ts, markdown_text="x")
+    assert caught.value.response["error"] == "stopped_by_user"
+    replies = slack.bot_messages(CHANNEL, asked.ts)
+    assert [m.ts for m in replies] == [streamed.ts]  # the answer is not posted again
+    assert streamed.text == "Restarting api"
+    assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
+
+
+async def test_chat_update_keeps_to_slacks_text_limit(slack: LocalSlack) -> None:
+    client = _client(slack)
+    posted = await client.chat_postMessage(channel=CHANNEL, text="card")
+    with pytest.raises(SlackApiError) as caught:
+        await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="x" * 4001)
+    assert caught.value.response["error"] == "msg_too_long"
+
+    assert await Chat(client).update(CHANNEL, posted["ts"], "y" * 10_000)
+    updated = slack.message(CHANNEL, posted["ts"])
+    assert updated is not None and len(updated.text) == MAX_UPDATE_TEXT
+    assert updated.text.endswith("…")
+
+
+async def test_rate_limited_stream_starts_degrade_to_plain_messages(
+    make_bot: BotFactory, slack: LocalSlack
+) -> None:
+    """With Slack's rate limits on, 50 agent-session turns in a minute in one workspace: the
+    first 20 stream (chat.startStream is Tier 2), the rest answer with a plain message at once
+    instead of waiting out Retry-After; every turn gets its answer, none fails."""
+    slack.agent_refusal = None
+    slack.rate_limits.on = True
+    async with make_bot(agents.memory_agent) as h:
+        took = []
+        for n in range(50):
+            started = time.monotonic()
+            asked = await h.mention(ALICE, f"turn {n}")
+            took.append(time.monotonic() - started)
+            [answer] = h.bot_replies(asked.ts)
+            assert answer.text == f"I have heard: turn {n}", n
+            assert not answer.streaming
+    streamed = [c for c in slack.calls if c.method == "chat.startStream"]
+    assert [c.status for c in streamed[:21]] == [200] * 20 + [429]
+    # After the 429 no start is tried until Retry-After has passed (a minute, unless the
+    # machine is so slow that the window rolls over): far fewer than 50.
+    assert len(streamed) < 50
+    assert max(took) < 10, took
+    # chat.postMessage's own limit (about one a second per channel) is waited out: Retry-After 1.
+    posts = [c.status for c in slack.calls if c.method == "chat.postMessage"]
+    assert posts.count(200) == 30 and set(posts) <= {200, 429}
