@@ -106,7 +106,7 @@ async def test_a_thread_grant_runs_the_next_deploys_there_without_a_card(
         granted = [e for e in audit if e.action == "granted"]
         assert len(granted) == 1 and granted[0].user == BOB
         out = io.StringIO()
-        await print_audit(store_url, limit=100, as_json=False, out=out)
+        await print_audit(store_url, limit=100, output="table", out=out)
         printed = out.getvalue()
         assert printed.count(f"under standing grant {grant.grant_id}") == 2
         assert printed.count(f"standing grant {grant.grant_id}: `deploy`") == 1
