@@ -75,7 +75,7 @@ async def test_a_command_where_the_bot_is_not_a_member_runs_nothing_and_says_how
         await h.bot.drain()
         assert DEPLOYS == ["api 2.3 prod"]
         [opening] = [m for m in h.slack.bot_messages() if m.thread_ts is None]
-        assert opening.text == f"<@{ALICE}> ran /deploy api 2.3 prod"
+        assert opening.text == f"<@{ALICE}> ran /deploy service=api version=2.3 environment=prod"
         assert h.texts(opening.ts)[-1] == "Deployed api 2.3 to prod."
 
 

@@ -258,7 +258,7 @@ def test_manifest_asks_for_what_the_app_uses() -> None:
         assert f"- {scope}" in lines
     for scope in ["reactions:write", "usergroups:read", "assistant:write", "mpim:history"]:
         assert f"- {scope}" in lines
-    assert "- users:read" not in lines  # nothing reads users
+    assert "- users:read" in lines  # doctor looks approvers up (users.info)
     for event in ["app_mention", "message.im", "message.mpim", "message.channels"]:
         assert f"- {event}" in lines
     assert "- agent_session_stopped" in lines
