@@ -768,6 +768,7 @@ async def test_a_token_slack_refuses_stops_start_up_with_one_line(
             "SLACK_BOT_TOKEN": "xoxb-wrong" if mode == "http" else slack.bot_token,
             "SLACK_API_URL": slack.api_url,
             "HANDBACK_STORE": sqlite_store_url,
+            "HANDBACK_APPROVERS": "anyone",
             "HOST": "127.0.0.1",
             "PORT": str(free_port()),
         }
@@ -797,6 +798,7 @@ async def test_sigterm_while_socket_mode_cannot_connect(sqlite_store_url: str) -
             "SLACK_APP_TOKEN": "xapp-x",
             "SLACK_API_URL": dead,
             "HANDBACK_STORE": sqlite_store_url,
+            "HANDBACK_APPROVERS": "anyone",
         }
     )
     assert process.stderr is not None
