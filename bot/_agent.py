@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from state import RunRecord, Store, open_store
 
+from ._channels import ChannelTools
 from ._command import direct_call
 from ._errors import UsageError
 from ._model import Model, resolve_model
@@ -40,6 +41,7 @@ class Agent:
         max_iterations: int = 10,
         store: Store | None = None,
         description: str | None = None,
+        channels: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise UsageError(f"Agent name must be a non-empty string, got {name!r}")
@@ -62,6 +64,9 @@ class Agent:
             if tool.name in self._tools:
                 raise UsageError(f"Agent `{name}` has two tools named `{tool.name}`")
             self._tools[tool.name] = tool
+        self.channels = None if channels is None else ChannelTools.of(channels)
+        """Per channel, the tools offered there (see `bot/_channels.py`); None: every tool in
+        every channel."""
         self.system_prompt = system_prompt
         self.max_iterations = max_iterations
         self.store: Store | None = store
@@ -106,6 +111,24 @@ class Agent:
     def _tool_specs(self) -> list[dict[str, Any]]:
         return [tool.spec() for tool in self.tools.values()]
 
+    def tools_in(self, channel: str | None) -> dict[str, Tool]:
+        """The tools offered now in `channel` (None: a run outside any channel): all of them
+        unless the agent has per-channel tool sets (`channels=`)."""
+        tools = self.tools
+        if self.channels is None:
+            return tools
+        source = {
+            tool.name: toolset.name
+            for toolset in self.toolsets
+            for tool in toolset.tools()
+            if tool.name not in self._tools
+        }
+        return {
+            name: tool
+            for name, tool in tools.items()
+            if self.channels.offers(channel, name, source.get(name))
+        }
+
     @asynccontextmanager
     async def toolsets_open(self) -> AsyncIterator[None]:
         """Open the toolsets (MCP sessions) for the body, close them after it, even when it
@@ -134,6 +157,7 @@ class Agent:
         run_id: str | None = None,
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
+        channel: str | None = None,
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -148,6 +172,9 @@ class Agent:
         (e.g. by `answer_and_claim`, with the answer): the resume then reads and claims nothing
         before it runs. Only for a claim this call's caller won just now: a run whose earlier
         attempt may have saved something must be resumed without it, so that it is found.
+
+        `channel` is the Slack channel the run talks in: with per-channel tool sets it is
+        offered, and may run, only that channel's tools.
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -190,6 +217,7 @@ class Agent:
             run_id=run_id,
             by=by,
             claimed=claimed,
+            channel=channel,
         )
 
     def call_tool(
@@ -199,6 +227,7 @@ class Agent:
         *,
         text: str | None = None,
         run_id: str | None = None,
+        channel: str | None = None,
     ) -> AgentRun:
         """A run that calls one tool directly, as a person's command does (`/deploy api 2.3`):
         through the approval gate like a call of the model, without the model; the tool's
@@ -207,11 +236,13 @@ class Agent:
         The run is a conversation like any other: resumed with `parent_id` and `resume`, and
         continued by the model with `parent_id` and a prompt.
         """
-        if name not in self.tools:
-            raise UsageError(f"Agent `{self.name}` has no tool `{name}`")
+        if name not in self.tools_in(channel):
+            where = "" if channel is None or self.channels is None else f" in `{channel}`"
+            raise UsageError(f"Agent `{self.name}` has no tool `{name}`{where}")
         if not isinstance(arguments, dict):
             raise UsageError(f"arguments must be a dict, got {type(arguments).__name__}")
-        run = self(prompt=text if text is not None else f"Run `{name}`.", run_id=run_id)
+        prompt = text if text is not None else f"Run `{name}`."
+        run = self(prompt=prompt, run_id=run_id, channel=channel)
         run.direct = direct_call(name, arguments, run.run_id)
         return run
 

@@ -28,7 +28,12 @@ class AgentRefError(UsageError):
 
 
 def load_agent(ref: str) -> Agent:
-    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app`."""
+    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app`, or the one
+    a config file declares (`handback.toml`, see `bot/_config_file.py`)."""
+    from ._config_file import agent_from_file, is_config_file
+
+    if is_config_file(ref):
+        return agent_from_file(ref)
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise AgentRefError(f"`{ref}` is not MODULE:ATTR (for example `{DEFAULT_AGENT}`)")

@@ -1,4 +1,5 @@
-"""The `handback` command: `handback run [MODULE:ATTR]` serves an agent in Slack, `handback dev`
+"""The `handback` command: `handback run [MODULE:ATTR | FILE.toml]` serves an agent in Slack
+(one in code, or one a config file declares), `handback dev`
 opens the local playground, `handback doctor` checks a deployment, `handback audit` and
 `handback pending` read the store, `handback grants` lists standing grants and
 `handback grants revoke ID` ends one.
@@ -53,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         "agent",
         nargs="?",
         default=DEFAULT_AGENT,
-        metavar="MODULE:ATTR",
-        help=f"the Agent to serve (default: {DEFAULT_AGENT}, the chat-ops example)",
+        metavar="MODULE:ATTR|FILE.toml",
+        help=f"the Agent to serve, or a config file declaring one (default: {DEFAULT_AGENT}, "
+        "the chat-ops example)",
     )
     run.add_argument(
         "--role",
@@ -69,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         help="open the local playground: a Slack stand-in in your browser",
         description="Run the agent against a local Slack stand-in and open its page. Without "
         "OPENAI_API_KEY a scripted demo model answers.",
+    )
+    dev.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        metavar="FILE.toml",
+        help="a config file declaring the agent to try (instead of --agent)",
     )
     dev.add_argument(
         "--agent",
@@ -94,8 +103,9 @@ def _parser() -> argparse.ArgumentParser:
         "agent",
         nargs="?",
         default=DEFAULT_AGENT,
-        metavar="MODULE:ATTR",
-        help=f"the Agent `handback run` will serve (default: {DEFAULT_AGENT})",
+        metavar="MODULE:ATTR|FILE.toml",
+        help=f"the Agent (or config file) `handback run` will serve (default: {DEFAULT_AGENT}); "
+        "its MCP servers are started and each tool's rule is printed per channel",
     )
     for name, help_text in [
         ("audit", "print the audit log, newest first: answers, refusals, expiries"),
@@ -216,7 +226,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return int(
             dev_main(
-                agent=args.agent,
+                agent=args.file if args.file is not None else args.agent,
                 host=args.host,
                 port=args.port,
                 open_browser=not args.no_browser,

@@ -55,8 +55,12 @@ class AgentRun(RunBegin):
         store: Store | None = None,
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
+        channel: str | None = None,
     ) -> None:
         self.agent = agent
+        self.channel = channel
+        """The Slack channel the run talks in; with per-channel tool sets the model is offered,
+        and a step may run, only that channel's tools."""
         self._claimed = claimed
         """The parent, claimed for this run by the caller just now (see `Agent.__call__`)."""
         self.by = tuple(by)
@@ -182,7 +186,7 @@ class AgentRun(RunBegin):
             if run.pending_calls:
                 step = Step(
                     agent_name=self.path,
-                    tools=agent.tools,
+                    tools=agent.tools_in(self.channel),
                     run=run,
                     journal=journal,
                     durable=durable,
@@ -211,7 +215,8 @@ class AgentRun(RunBegin):
                 return
             iterations += 1
             response: ModelResponse | None = None
-            async for item in agent.model.respond(run.transcript, agent._tool_specs, stream=stream):
+            specs = [tool.spec() for tool in agent.tools_in(self.channel).values()]
+            async for item in agent.model.respond(run.transcript, specs, stream=stream):
                 if isinstance(item, str):
                     yield DeltaEvent(run_id=self.run_id, path=self.path, text=item)
                 else:

@@ -204,6 +204,10 @@ class Commands:
             await self.chat.ephemeral(channel, user, refusal or "")
             return
         tool = self.agent.commands[command]
+        if tool.name not in self.agent.tools_in(channel):
+            # The channel's tool set is a hard boundary: refused before anything is posted.
+            await self.chat.ephemeral(channel, user, f"`{command}` is not offered in this channel.")
+            return
         # Posted, and kept as the run's prompt: never the text itself, which may hold a secret.
         typed = shown_command(command, tool, arguments)
         who = f"<@{user}>" if _USER_ID.fullmatch(user) else escape(user)

@@ -167,7 +167,9 @@ class Conversations:
             parent_id = saved.parent_id if saved is not None else None
         try:
             by = [thread.requester] if thread.requester else []
-            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
+            run = self.agent(
+                prompt=text, parent_id=parent_id, run_id=run_id, by=by, channel=thread.channel
+            )
             await self.driver.drive(run, thread, turn, slot)
         except StoreError:
             raise  # The work item is taken again once the store answers.
@@ -198,7 +200,9 @@ class Conversations:
         turn, hold = await self._open_new_turn(thread, run_id=run_id, title=session_title(text))
         async with self.turns.turn(thread, hold) as slot:
             try:
-                run = self.agent.call_tool(tool, arguments, text=text, run_id=run_id)
+                run = self.agent.call_tool(
+                    tool, arguments, text=text, run_id=run_id, channel=thread.channel
+                )
                 await self.driver.drive(run, thread, turn, slot)
             except StoreError:
                 raise
@@ -249,7 +253,12 @@ class Conversations:
                     # not shown twice. Keyed by the child's own id, so never another's stream.
                     await turn.take_over()
                 run = self.agent(
-                    parent_id=run_id, resume=answers, run_id=child_id, by=by, claimed=claimed
+                    parent_id=run_id,
+                    resume=answers,
+                    run_id=child_id,
+                    by=by,
+                    claimed=claimed,
+                    channel=thread.channel,
                 )
                 await self.driver.drive(run, thread, turn, slot)
         except StoreError:

@@ -21,6 +21,7 @@ from blocks import ANYONE
 from state import StoreError, check_store, missing_sqlite_file, open_store
 
 from .. import Agent
+from .._channels import OTHER_CHANNELS
 from .._model import OpenAIModel
 from .._toolset import Toolset
 from ._app import make_client
@@ -29,7 +30,7 @@ from ._manifest import BOT_SCOPES
 from ._serve import check_model
 from ._settings import ConfigError, Settings, unknown_variables
 
-__all__ = ["Check", "diagnose", "who_may_approve"]
+__all__ = ["Check", "channel_rules", "diagnose", "who_may_approve"]
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -70,6 +71,7 @@ async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
             )
             for tool in unknown_tool_names(agent, settings)
         ]
+        checks += channel_rules(settings, agent)
     checks += _variables()
     return checks
 
@@ -317,6 +319,35 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bo
             )
         )
     return found
+
+
+def channel_rules(settings: Settings, agent: Agent) -> list[Check]:
+    """With per-channel tool sets: for each channel named, a line per tool offered there with
+    its effective rule, and a line naming the tools it is not offered (the model never sees
+    them there, and no approval can run them there)."""
+    if agent.channels is None:
+        return []
+    rules = {tool: (who, opens) for tool, who, opens in who_may_approve(settings, agent)}
+    everything = agent.tools
+    checks = []
+    for channel in agent.channels.sets:
+        where = "every other channel" if channel == OTHER_CHANNELS else f"`{channel}`"
+        # A run outside any channel gets the `*` set, as every channel not named does.
+        offered = agent.tools_in(None if channel == OTHER_CHANNELS else channel)
+        for name in offered:
+            rule, opens = rules.get(name, ("runs without approval", True))
+            checks.append(
+                Check(status="ok" if opens else "FAIL", name=f"in {where}, `{name}`", detail=rule)
+            )
+        hidden = [name for name in everything if name not in offered]
+        checks.append(
+            Check(
+                status="ok",
+                name=f"in {where}, not offered",
+                detail=", ".join(f"`{n}`" for n in hidden) if hidden else "none (every tool is)",
+            )
+        )
+    return checks
 
 
 def _variables() -> list[Check]:
