@@ -1,5 +1,7 @@
 """handback's agent runtime: agents whose tools pause with `suspend()` and resume later."""
 
+from typing import TYPE_CHECKING, Any
+
 from state import Approval, ApprovalRuleError
 
 from ._agent import Agent
@@ -18,6 +20,9 @@ from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
 
+if TYPE_CHECKING:
+    from ._config_file import ConfigFileError, agent_from_file
+
 __all__ = [
     "Agent",
     "AgentRun",
@@ -26,6 +31,7 @@ __all__ = [
     "ApprovalRuleError",
     "CallContext",
     "Cancel",
+    "ConfigFileError",
     "HandbackError",
     "InvalidResumeValue",
     "ResumeError",
@@ -35,6 +41,16 @@ __all__ = [
     "Tool",
     "UnknownInteraction",
     "UsageError",
+    "agent_from_file",
     "current_call",
     "suspend",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The config file reader brings in the MCP SDK: only for those who read a file.
+    if name in ("ConfigFileError", "agent_from_file"):
+        from . import _config_file
+
+        return getattr(_config_file, name)
+    raise AttributeError(f"module 'bot' has no attribute {name!r}")
