@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -117,6 +118,16 @@ class ServerFile(_Strict):
     idempotent: list[str] = []
     timeout: float | None = None
 
+    @field_validator("approval")
+    @classmethod
+    def _not_all_unapproved(cls, rule: Rule) -> Rule:
+        if rule is False:
+            raise ValueError(
+                "`false` would run every tool unapproved; name the tools that need none in "
+                "`approvals` (`tool = false`)"
+            )
+        return rule
+
     @model_validator(mode="after")
     def _one_transport(self) -> ServerFile:
         if (self.command is None) == (self.url is None):
@@ -127,11 +138,6 @@ class ServerFile(_Strict):
             raise ValueError("`env` and `cwd` are for stdio servers, not `url` ones")
         if self.command == []:
             raise ValueError("`command` is empty")
-        if self.approval is False:
-            raise ValueError(
-                "`approval = false` would run every tool unapproved; name the tools that need "
-                "none in `approvals` (`tool = false`)"
-            )
         return self
 
     def variables(self) -> dict[str, str]:
