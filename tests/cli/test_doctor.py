@@ -190,3 +190,37 @@ async def test_a_token_without_users_read_is_told_apart_from_a_wrong_user_id(
     nobody = line(lines, "U0NOBODY (in HANDBACK_APPROVERS)")
     assert nobody.startswith("FAIL") and "user_not_found: the user id is wrong" in nobody
     assert line(lines, "scopes").startswith("ok")
+
+
+async def test_doctor_on_a_config_file_prints_each_tools_rule_per_channel(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    from ..mcp.config_files import server_env, two_servers
+
+    path = two_servers(tmp_path)
+    async with LocalSlack() as slack:
+        code, lines = await doctor(
+            slack,
+            sqlite_store_url,
+            agent=str(path),
+            OPENAI_API_KEY="sk-test",
+            **server_env(tmp_path),
+        )
+    assert code == 0, lines
+    # Each server was started and listed its tools.
+    assert "tix_deploy" in line(lines, "tools of `tix`")
+    assert "ops_deploy" in line(lines, "tools of `ops`")
+    # C0DEPLOYS: all of `ops`, with each tool's own rule; none of `tix`.
+    assert line(lines, "in `C0DEPLOYS`, `ops_status`").endswith(": runs without approval")
+    restart = line(lines, "in `C0DEPLOYS`, `ops_restart`")
+    assert "(gated: no annotations); S0LEADS, U0BOB (from the tool's Approval)" in restart
+    assert "(gated: destructive)" in line(lines, "in `C0DEPLOYS`, `ops_deploy`")
+    hidden = line(lines, "in `C0DEPLOYS`, not offered")
+    assert "`tix_deploy`" in hidden and "ops_" not in hidden
+    # C0GENERAL: `tix` (its default rule: two approvers) and only `ops_status` of `ops`.
+    deploy = line(lines, "in `C0GENERAL`, `tix_deploy`")
+    assert "by 2 distinct approvers (gated: server not trusted for annotations)" in deploy
+    assert "U0BOB, U0CAROL" in deploy
+    assert line(lines, "in `C0GENERAL`, `ops_status`").endswith(": runs without approval")
+    assert not any(entry[6:].startswith("in `C0GENERAL`, `ops_deploy`") for entry in lines)
+    assert "`ops_deploy`" in line(lines, "in `C0GENERAL`, not offered")
