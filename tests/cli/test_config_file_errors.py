@@ -85,8 +85,7 @@ def test_names_the_file_cannot_resolve_are_one_line_each(
     assert _problems(tmp_path, NAME_PROBLEMS) == [
         "servers.tickets.headers.Authorization: environment variable "
         "`HANDBACK_TEST_UNSET_TOKEN` is not set",
-        "tools[0].import: cannot import `no_such_module_xyz`: No module named "
-        "'no_such_module_xyz'",
+        "tools[0].import: cannot import `no_such_module_xyz`: No module named 'no_such_module_xyz'",
         "channels.ops: not a Slack channel id (C…, G…, D…) or '*' (every other channel)",
         "channels.C0AAA.tools[1]: 'repo' names no server or tool of this agent (servers and "
         "tools: tickets)",
