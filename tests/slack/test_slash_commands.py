@@ -127,6 +127,21 @@ async def test_an_unknown_command_is_refused_plainly(make_bot: BotFactory) -> No
         assert h.slack.bot_messages() == []
 
 
+async def test_a_command_whose_tool_the_channel_is_not_offered_is_refused(
+    make_bot: BotFactory,
+) -> None:
+    tool = Tool(deploy, requires_approval=True, command="/deploy")
+    agent = Agent(
+        name="ops", model=FunctionModel(_never), tools=[tool], channels={"C0DEPLOYS": ["deploy"]}
+    )
+    async with make_bot(agent, HANDBACK_APPROVERS="S0OPS") as h:
+        response = await h.slack.run_command(ALICE, CHANNEL, "/deploy", "api 2.3")
+        await h.bot.drain()
+        assert response.status == 200
+        assert h.ephemerals(ALICE) == ["`/deploy` is not offered in this channel."]
+        assert h.slack.bot_messages() == [] and DEPLOYS == []
+
+
 async def test_a_redelivered_command_runs_once(make_bot: BotFactory) -> None:
     async with make_bot(_agent(), HANDBACK_APPROVERS="S0OPS") as h:
         first = await h.slack.run_command(ALICE, CHANNEL, "/deploy", "web 1.0", trigger_id="t.1")

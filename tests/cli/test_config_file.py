@@ -1,18 +1,21 @@
-"""A wrong config file is refused with one line per problem, each naming the field's path, by
-`agent_from_file` and by `handback run FILE.toml` (exit code 2, no traceback)."""
+"""Reading `handback.toml`: the documented example makes the agent it says; a wrong file is
+refused with one line per problem, each naming the field's path, by `agent_from_file` and by
+`handback run FILE.toml` (exit code 2, no traceback)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bot import ConfigFileError, agent_from_file
+from bot import Approval, ConfigFileError, agent_from_file
 
 HANDBACK = Path(sys.executable).parent / "handback"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "config-file.md"
 
 SCHEMA_PROBLEMS = """
 name = "ops"
@@ -53,6 +56,29 @@ tools = ["tickets"]
 [channels.C0AAA]
 tools = ["tickets_close", "repo"]
 """
+
+
+def test_the_documented_example_makes_the_agent_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = re.search(r"```toml\n(.*?)```", DOCS.read_text(), re.S)
+    assert found is not None
+    (tmp_path / "handback.toml").write_text(found.group(1))
+    (tmp_path / "myops.py").write_text(
+        'def restart_service(service: str) -> str:\n    """Restart a service."""\n'
+        '    return f"restarted {service}"\n'
+    )
+    monkeypatch.setenv("TICKETS_TOKEN", "sk-test")
+    monkeypatch.syspath_prepend(str(tmp_path))  # undone after the test, unlike the reader's
+    agent = agent_from_file(tmp_path / "handback.toml")
+    assert agent.name == "ops" and agent.system_prompt is not None
+    assert [t.name for t in agent.toolsets] == ["repo", "tickets"]
+    [restart] = agent.tools.values()  # the servers' tools are known once they run
+    approval = restart.requires_approval
+    assert approval == Approval(approvers=["S0SRE"], grants=["thread"], grant_ttl=1800)
+    assert agent.channels is not None
+    assert agent.channels.entries("C0DEPLOYS") == ("repo", "restart_service")
+    assert agent.channels.entries("C0ELSEWHERE") == ("repo_git_status",)
 
 
 def _problems(tmp_path: Path, text: str) -> list[str]:
