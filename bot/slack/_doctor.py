@@ -18,7 +18,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from blocks import ANYONE
-from state import StoreError, check_store, missing_sqlite_file, open_store
+from state import Approval, StoreError, check_store, missing_sqlite_file, open_store
 
 from .. import Agent
 from .._channels import OTHER_CHANNELS
@@ -314,11 +314,22 @@ def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bo
             (
                 rule.tool,
                 f"{when}{why}; {who}; {self_rule}, nor anyone who answered a question of the "
-                "same turn",
+                f"same turn{_follow_up(fixed)}",
                 bool(rule.approvers),
             )
         )
     return found
+
+
+def _follow_up(rule: Approval | None) -> str:
+    """What happens to an unanswered card of a fixed rule: its reminder and escalation."""
+    if rule is None or rule.remind_after is None:
+        return ""
+    said = f"; approvers reminded after {rule.remind_after:g}s"
+    if rule.escalate_to:
+        after = rule.remind_after if rule.escalate_after is None else rule.escalate_after
+        said += f", then {', '.join(rule.escalate_to)} added {after:g}s later"
+    return said
 
 
 def channel_rules(settings: Settings, agent: Agent) -> list[Check]:

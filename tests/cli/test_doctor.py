@@ -214,6 +214,7 @@ async def test_doctor_on_a_config_file_prints_each_tools_rule_per_channel(
     assert line(lines, "in `C0DEPLOYS`, `ops_status`").endswith(": runs without approval")
     restart = line(lines, "in `C0DEPLOYS`, `ops_restart`")
     assert "(gated: no annotations); S0LEADS, U0BOB (from the tool's Approval)" in restart
+    assert restart.endswith("; approvers reminded after 600s")
     assert "(gated: destructive)" in line(lines, "in `C0DEPLOYS`, `ops_deploy`")
     hidden = line(lines, "in `C0DEPLOYS`, not offered")
     assert "`tix_deploy`" in hidden and "ops_" not in hidden
