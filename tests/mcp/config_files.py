@@ -71,3 +71,17 @@ def calls(log: Path, tool: str) -> list[dict[str, Any]]:
 def offered(request: dict[str, Any]) -> set[str]:
     """The tool names of one request the model server received."""
     return {tool["function"]["name"] for tool in request.get("tools") or ()}
+
+
+class Script:
+    """The model: asked to call a tool (`call NAME`), it calls it; given a result, it says it."""
+
+    def __call__(self, messages: list[dict[str, Any]]) -> Any:
+        last = messages[-1]
+        if last["role"] == "tool":
+            return f"Tool said: {last['content']}"
+        text = str(last["content"])
+        if text.startswith("call "):
+            arguments = {"service": "api", "version": "2.4"}
+            return [{"name": text.removeprefix("call ").strip(), "arguments": arguments}]
+        return "nothing to do"

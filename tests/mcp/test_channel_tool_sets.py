@@ -23,6 +23,7 @@ from .config_files import (
     GENERAL,
     OPS_TOOLS,
     TIX_TOOLS,
+    Script,
     calls,
     offered,
     server_env,
@@ -30,20 +31,6 @@ from .config_files import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-class Script:
-    """The model: asked to call a tool (`call NAME`), it calls it; given a result, it says it."""
-
-    def __call__(self, messages: list[dict[str, Any]]) -> Any:
-        last = messages[-1]
-        if last["role"] == "tool":
-            return f"Tool said: {last['content']}"
-        text = str(last["content"])
-        if text.startswith("call "):
-            arguments = {"service": "api", "version": "2.4"}
-            return [{"name": text.removeprefix("call ").strip(), "arguments": arguments}]
-        return "nothing to do"
 
 
 @pytest.fixture
