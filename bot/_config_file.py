@@ -35,6 +35,7 @@ from state import Approval, ApprovalRuleError, UsageError
 from ._agent import Agent
 from ._agent_ref import AgentRefError, shadowing
 from ._channels import OTHER_CHANNELS, is_channel_id
+from ._model import resolve_model
 from ._tool import ApprovalRule, Tool, as_tool
 from .mcp import MCPServer
 from .mcp._env import names_in
@@ -254,6 +255,10 @@ class _Builder:
 
     def agent(self) -> Agent:
         declared = self.declared
+        try:
+            resolve_model(declared.model)
+        except UsageError as error:
+            self.problems.append(f"model: {error}")
         servers = self._servers()
         tools = self._tools()
         channels = self._channels(servers, tools)
@@ -292,11 +297,16 @@ class _Builder:
         if folder not in sys.path:
             # The file's folder, as `handback run module:attr` imports from the current one.
             sys.path.insert(0, folder)
-        built = []
+        built: list[Tool] = []
+        if self.declared.tools:
+            try:
+                shadowing(Path(folder))
+            except UsageError as error:
+                self.problems.append(f"tools: {error}")
+                return built
         for index, entry in enumerate(self.declared.tools):
             where = f"tools[{index}].import"
             try:
-                shadowing(Path(folder))
                 target = _import(entry.import_)
                 built.append(_tool(target, entry.approval))
             except (UsageError, ImportError, AttributeError) as error:

@@ -41,7 +41,7 @@ tools = "repo"
 
 NAME_PROBLEMS = """
 name = "ops"
-model = "openai/gpt-4.1-mini"
+model = "gpt-4.1-mini"
 
 [servers.tickets]
 url = "https://mcp.example.com/mcp"
@@ -109,6 +109,8 @@ def test_names_the_file_cannot_resolve_are_one_line_each(
 ) -> None:
     monkeypatch.delenv("HANDBACK_TEST_UNSET_TOKEN", raising=False)
     assert _problems(tmp_path, NAME_PROBLEMS) == [
+        "model: model 'gpt-4.1-mini' is not supported: use 'openai/<model-name>' (any "
+        "OpenAI-compatible server via OPENAI_BASE_URL) or a bot.testing.FunctionModel",
         "servers.tickets.headers.Authorization: environment variable "
         "`HANDBACK_TEST_UNSET_TOKEN` is not set",
         "tools[0].import: cannot import `no_such_module_xyz`: No module named 'no_such_module_xyz'",
@@ -128,7 +130,7 @@ def test_a_set_variable_is_no_problem_and_its_value_is_in_no_message(
 ) -> None:
     monkeypatch.setenv("HANDBACK_TEST_UNSET_TOKEN", "sk-very-secret")
     problems = _problems(tmp_path, NAME_PROBLEMS)
-    assert len(problems) == 3
+    assert len(problems) == 4
     assert not any("HANDBACK_TEST_UNSET_TOKEN" in p or "sk-very-secret" in p for p in problems)
 
 
