@@ -17,6 +17,7 @@ from slack_bolt.request.internals import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+import blocks
 from bot.playground._payloads import (
     RECORDED,
     Recorded,
@@ -31,6 +32,8 @@ from bot.playground._payloads import (
     view_closed,
 )
 from bot.playground._slack import LocalSlack
+from tests.blocks._factory import approval, ask
+from tests.blocks._slack import click, submit
 
 CHANNEL = "C0GENERAL"
 ALICE = "U0ALICE"
@@ -190,3 +193,13 @@ async def test_bolt_reads_who_where_and_which_thread_from_them(slack: LocalSlack
     stop = slack.event_envelope(built["agent_session_stopped"])
     assert extract_thread_ts(stop) == built["agent_session_stopped"]["thread_ts"]
     assert extract_user_id(stop) == ALICE and extract_channel_id(stop) == CHANNEL
+
+
+def test_the_blocks_tests_payloads_have_every_key_slack_records() -> None:
+    """`tests/blocks/_slack.py` builds the payloads the renderer's own tests parse: they keep
+    Slack's recorded shape too."""
+    card = blocks.render_card(approval({"service": "api"}))
+    clicked = click(dict(card), blocks.ACTION_APPROVE)
+    assert missing_keys(recorded("block_actions_message"), clicked) == []
+    submitted = submit(blocks.render_modal(ask("Which one?")), {})
+    assert missing_keys(recorded("view_submission"), submitted) == []
