@@ -74,7 +74,8 @@ METHOD_TIERS: Final[dict[str, int]] = {
 """Each method's tier as its docs.slack.dev page gives it, confirmed against slack_sdk for
 Java's table (slackapi/java-slack-sdk slack-api-client/.../methods/MethodsRateLimits.java:
 chat.startStream and chat.stopStream Tier 2, chat.appendStream Tier 4, conversations.info
-Tier 3, conversations.members Tier 4); chat.postMessage is 'special' (about one message a
+Tier 3, conversations.members Tier 4; docs.slack.dev's chat.appendStream page: Tier 4);
+chat.postMessage is 'special' (about one message a
 second per channel, `POST_PER_CHANNEL_SECONDS`)."""
 
 POST_PER_CHANNEL_SECONDS: Final = 1.0

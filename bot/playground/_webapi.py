@@ -412,6 +412,8 @@ class WebApi:
         channel = self._channel_arg(args, "channel_id")
         thread_ts = str(args.get("thread_ts") or "")
         if ws.message(channel, thread_ts) is None:
+            # docs.slack.dev/reference/methods/assistant.threads.setStatus (the method
+            # agents.sessions.setStatus follows) answers a thread it cannot find this way.
             raise _ApiError("invalid_thread_ts")
         session = ws.sessions.get((channel, thread_ts))
         if session is None:
@@ -437,6 +439,9 @@ class WebApi:
         channel = self._postable(args)
         thread_ts = _thread_ts(args)
         if thread_ts is None or ws.message(channel, thread_ts) is None:
+            # thread_ts is required (docs.slack.dev/reference/methods/chat.startStream: "Streamed
+            # messages should always be replies"); the error name follows the session methods'
+            # (unconfirmed for this method: its page's error table was not at hand).
             raise _ApiError("invalid_thread_ts")
         if not ws.channels[channel].is_im:
             # Outside a DM Slack must know who the stream is for.
