@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, assert_never
 
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.basic_objects import JsonObject
@@ -24,9 +24,11 @@ __all__ = [
     "LIMITS",
     "Limit",
     "Refusal",
+    "ValidateKind",
     "check_message",
     "check_view",
     "limit",
+    "validate",
 ]
 
 
@@ -66,9 +68,12 @@ LIMITS: Final[tuple[Limit, ...]] = (
         name="chat.update text",
         figure=4_000,
         error="msg_too_long",
-        source="docs.slack.dev/reference/methods/chat.update: msg_too_long; the text limit of "
-        "4,000 characters docs.slack.dev gives message text (chat.postMessage, 'Truncating "
-        "content')",
+        # docs.slack.dev's chat.update page lists msg_too_long without a figure; the figure is
+        # the one docs.slack.dev gives message text (chat.postMessage, 'Truncating content':
+        # 'limit the number of characters in the text field to 4,000'), the lowest Slack
+        # documents, so an update that keeps to it is never refused for its length.
+        source="docs.slack.dev/reference/methods/chat.update: msg_too_long; the figure from "
+        "docs.slack.dev/reference/methods/chat.postMessage, 'Truncating content' (4,000)",
     ),
     Limit(
         name="message text",
@@ -101,9 +106,14 @@ class Refusal(Exception):
 
     error: str
     messages: list[str]
+    validation: bool = False
+    """An answer of `blocks.validate`, whose `errors` are objects with a pointer."""
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ok": False, "error": self.error}
+        if self.validation:
+            out["errors"] = [_validation_error(m) for m in self.messages or [self.error]]
+            return out
         if self.messages:
             # chat.* methods also repeat them as `errors`, as Slack's recorded answers show.
             if self.error == "invalid_blocks":
@@ -114,6 +124,13 @@ class Refusal(Exception):
 
 def _message(reason: str, pointer: str) -> str:
     return f"[ERROR] {reason} [json-pointer:{pointer}]"
+
+
+def _validation_error(message: str) -> dict[str, str]:
+    """One of `blocks.validate`'s `errors` (docs.slack.dev/reference/methods/blocks.validate:
+    `code`, `message`, `pointer`, and a `constraint` we do not model) from our message."""
+    reason, _, pointer = message.removeprefix("[ERROR] ").partition(" [json-pointer:")
+    return {"code": "failed_constraint", "message": reason, "pointer": pointer.rstrip("]")}
 
 
 def _objects(value: Any, pointer: str) -> Iterator[tuple[JsonObject, str]]:
@@ -189,3 +206,30 @@ def check_view(view: Any, *, kind: Literal["modal", "home"]) -> None:
     reasons += _block_reasons(found, "/view/blocks")
     if reasons:
         raise Refusal(error="invalid_arguments", messages=reasons)
+
+
+ValidateKind = Literal["blocks", "message", "view"]
+
+
+def validate(kind: ValidateKind, value: Any) -> None:
+    """`blocks.validate` of a blocks array, a message or a view, refused as Slack would refuse
+    it where it is sent. docs.slack.dev/reference/methods/blocks.validate shows
+    `invalid_blocks`; `invalid_message` and `invalid_view` for the other two are the names
+    slack-morphism's client (docs.rs/slack-morphism, api/blocks.rs) expects."""
+    try:
+        match kind:
+            case "blocks":
+                check_message(value)
+            case "message":
+                check_message(value.get("blocks", []) if isinstance(value, dict) else None)
+            case "view":
+                shown = value.get("type") if isinstance(value, dict) else None
+                check_view(value, kind="home" if shown == "home" else "modal")
+            case _ as unreachable:
+                assert_never(unreachable)
+    except Refusal as refusal:
+        raise Refusal(
+            error=f"invalid_{kind}",
+            messages=refusal.messages or [_message(refusal.error, "")],
+            validation=True,
+        ) from None

@@ -1,45 +1,137 @@
 """What Slack sends the bot when people act in the workspace: event envelopes for their messages,
-and the `block_actions` and `view_submission` payloads of their clicks and modal submissions."""
+the `block_actions`, `view_submission` and `view_closed` payloads of their clicks and modals, the
+fields of their slash commands, and the URL checks of a Request URL.
+
+Each payload starts from one Slack recorded or documented (`recorded/*.json`, each naming its
+source) and fills in this workspace's values, so a field Slack sends is sent here too, whether
+or not handback reads it; `tests/playground/test_recorded_payloads.py` checks every key is kept.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import time
+import typing
+import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from importlib import resources
+from typing import Any, Literal
 
-from ._workspace_model import Message, Workspace
+from ._workspace_model import Message, OpenedView, Workspace
 
 __all__ = [
+    "RECORDED",
+    "Recorded",
+    "agent_session_stopped",
+    "app_home_opened",
     "block_actions",
     "event_callback",
     "home_block_actions",
     "message_events",
     "payload_user",
+    "recorded",
     "slash_command",
+    "ssl_check",
+    "url_verification",
+    "view_closed",
     "view_submission",
 ]
+
+Recorded = Literal[
+    "agent_session_stopped",
+    "app_home_opened",
+    "app_mention",
+    "block_actions_home",
+    "block_actions_message",
+    "event_callback",
+    "message",
+    "message_in_thread",
+    "slash_command",
+    "ssl_check",
+    "url_verification",
+    "view_closed",
+    "view_submission",
+]
+RECORDED: tuple[Recorded, ...] = typing.get_args(Recorded)
+"""Every recorded payload, by the name of its file in `recorded/`."""
+
+
+@functools.cache
+def _load(name: Recorded) -> tuple[str, str]:
+    text = resources.files(__package__).joinpath("recorded", f"{name}.json").read_text("utf-8")
+    found = json.loads(text)
+    return str(found["source"]), json.dumps(found["payload"])
+
+
+def recorded(name: Recorded) -> dict[str, Any]:
+    """A fresh copy of the payload Slack recorded or documented for `name`."""
+    return dict(json.loads(_load(name)[1]))
+
+
+def _team(workspace: Workspace) -> dict[str, Any]:
+    return {**recorded("view_submission")["team"], "id": workspace.team_id, "domain": "local"}
+
+
+def _view(
+    workspace: Workspace, template: Mapping[str, Any], view_id: str, view: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A view as Slack shows it back: the template's fields, this workspace's ids, then what
+    the app sent."""
+    return {
+        **copy.deepcopy(dict(template)),
+        "id": view_id,
+        "team_id": workspace.team_id,
+        "root_view_id": view_id,
+        "app_id": workspace.api_app_id,
+        "app_installed_team_id": workspace.team_id,
+        "bot_id": workspace.bot_id,
+        **view,
+    }
+
+
+def _rich_text(text: str) -> list[dict[str, Any]]:
+    """The `rich_text` block Slack's clients attach to what a person types (Slack keeps the
+    text in `text` as well; handback reads that)."""
+    return [
+        {
+            "type": "rich_text",
+            "block_id": uuid.uuid4().hex[:5],
+            "elements": [
+                {"type": "rich_text_section", "elements": [{"type": "text", "text": text}]}
+            ],
+        }
+    ]
 
 
 def message_events(workspace: Workspace, message: Message) -> list[dict[str, Any]]:
     """The events for a person's message to an app subscribed to `app_mention`,
     `message.channels`, `message.im` and `message.mpim`."""
     chan = workspace.channels[message.channel]
-    base: dict[str, Any] = {
+    values: dict[str, Any] = {
+        "client_msg_id": str(uuid.uuid4()),
         "user": message.user,
         "text": message.text,
         "ts": message.ts,
+        "team": workspace.team_id,
+        "blocks": _rich_text(message.text),
         "channel": message.channel,
         "event_ts": message.ts,
     }
     if message.thread_ts:
-        base["thread_ts"] = message.thread_ts
+        parent = workspace.message(message.channel, message.thread_ts)
+        values["thread_ts"] = message.thread_ts
+        values["parent_user_id"] = (parent.user if parent else None) or message.user
     events = []
     if not chan.is_im and f"<@{workspace.bot_user_id}>" in message.text:
-        events.append({"type": "app_mention", **base})
+        mention = recorded("app_mention")
+        events.append({**mention, **values, "type": "app_mention"})
     channel_type = "im" if chan.is_im else "mpim" if chan.is_mpim else "channel"
     if chan.is_private:
         channel_type = "group"  # Slack's name for a private channel's messages
-    events.append({"type": "message", "channel_type": channel_type, **base})
+    template = recorded("message_in_thread" if message.thread_ts else "message")
+    events.append({**template, **values, "type": "message", "channel_type": channel_type})
     return events
 
 
@@ -47,31 +139,66 @@ def event_callback(
     workspace: Workspace, event: dict[str, Any], *, event_id: str | None
 ) -> dict[str, Any]:
     """An `event_callback` envelope around `event`, as the Events API delivers it."""
+    envelope = recorded("event_callback")
+    authorization = {
+        **envelope["authorizations"][0],
+        "team_id": workspace.team_id,
+        "user_id": workspace.bot_user_id,
+    }
     return {
+        **envelope,
         "token": "legacy-verification-token",
         "team_id": workspace.team_id,
+        "context_team_id": workspace.team_id,
         "api_app_id": workspace.api_app_id,
         "event": event,
-        "type": "event_callback",
         "event_id": event_id or workspace.new_event_id(),
         "event_time": int(time.time()),
-        "authorizations": [
-            {
-                "enterprise_id": None,
-                "team_id": workspace.team_id,
-                "user_id": workspace.bot_user_id,
-                "is_bot": True,
-                "is_enterprise_install": False,
-            }
-        ],
-        "is_ext_shared_channel": False,
+        "authorizations": [authorization],
+        "event_context": f"4-{uuid.uuid4().hex}",
     }
+
+
+def agent_session_stopped(
+    user: str, channel: str, thread_ts: str, *, stopped: list[str], event_ts: str
+) -> dict[str, Any]:
+    """The `agent_session_stopped` event of a press of the stop button."""
+    return {
+        **recorded("agent_session_stopped"),
+        "channel": channel,
+        "thread_ts": thread_ts,
+        "user": user,
+        "streaming_message_ts": stopped,
+        "event_ts": event_ts,
+    }
+
+
+def app_home_opened(workspace: Workspace, user: str, *, event_ts: str) -> dict[str, Any]:
+    """The `app_home_opened` event of `user` opening the Home tab; the view Slack shows them
+    comes with it if the app published one."""
+    event = recorded("app_home_opened")
+    template = event.pop("view")
+    event.update(user=user, channel=workspace.dm_channel(user), tab="home", event_ts=event_ts)
+    if user in workspace.home_views:
+        event["view"] = _view(workspace, template, f"VHOME{user}", workspace.home_views[user])
+    return event
+
+
+def url_verification(challenge: str) -> dict[str, Any]:
+    """The `url_verification` Slack sends when an Events Request URL is saved."""
+    return {**recorded("url_verification"), "challenge": challenge}
+
+
+def ssl_check() -> dict[str, str]:
+    """The form Slack POSTs to check a slash command's Request URL."""
+    return {**recorded("ssl_check"), "token": "legacy-verification-token"}
 
 
 def payload_user(workspace: Workspace, user: str) -> dict[str, Any]:
     """The `user` of an interactivity payload: the person who acted."""
     name = workspace.users[user].name if user in workspace.users else user
-    return {"id": user, "username": name, "name": name, "team_id": workspace.team_id}
+    template = recorded("view_submission")["user"]
+    return {**template, "id": user, "username": name, "name": name, "team_id": workspace.team_id}
 
 
 def slash_command(
@@ -88,6 +215,7 @@ def slash_command(
     person = workspace.users[user].name if user in workspace.users else user
     place = workspace.channels[channel].name if channel in workspace.channels else channel
     return {
+        **recorded("slash_command"),
         "token": "local-verification-token",
         "team_id": workspace.team_id,
         "team_domain": "localslack",
@@ -102,6 +230,18 @@ def slash_command(
         "response_url": response_url,
         "trigger_id": trigger_id,
     }
+
+
+def _as_clicked(workspace: Workspace, message: Message, template: Mapping[str, Any]) -> Any:
+    """A stored message as a `block_actions` payload carries it: a bot's message names the
+    app and its bot user, as Slack's do."""
+    shown = {**template, "team": workspace.team_id, **message.to_api()}
+    if message.bot_id:
+        shown.update(app_id=workspace.api_app_id, user=message.user or workspace.bot_user_id)
+    else:
+        for key in ("bot_id", "app_id"):
+            shown.pop(key, None)
+    return shown
 
 
 def block_actions(
@@ -123,32 +263,30 @@ def block_actions(
     if message is None:
         raise KeyError(f"no message with ts {message_ts!r}")
     state_key = (message.channel, message.ts, user)
+    template = recorded("block_actions_message")
     action = _action(workspace, message.blocks, state_key, user, action_id, value, selected)
     trigger_id = workspace.new_trigger_id()
     workspace.triggers[trigger_id] = user
     container: dict[str, Any] = {
-        "type": "message",
+        **template["container"],
         "message_ts": message.ts,
         "channel_id": message.channel,
-        "is_ephemeral": False,
     }
     if message.thread_ts:
         container["thread_ts"] = message.thread_ts
     return {
-        "type": "block_actions",
+        **template,
         "user": payload_user(workspace, user),
         "api_app_id": workspace.api_app_id,
         "token": "legacy-verification-token",
         "container": container,
         "trigger_id": trigger_id,
-        "team": {"id": workspace.team_id, "domain": "local"},
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "team": _team(workspace),
         "channel": {"id": message.channel, "name": workspace.channels[message.channel].name},
-        "message": {**message.to_api()},
+        "message": _as_clicked(workspace, message, template["message"]),
         "state": {"values": workspace.selections.get(state_key, {})},
         "response_url": response_url,
-        "actions": [action],
+        "actions": [{**template["actions"][0], **action}],
     }
 
 
@@ -174,34 +312,31 @@ def home_block_actions(
         for block in view.get("blocks", [])
         if str(block.get("block_id", "")).startswith(block_prefix)
     ]
+    template = recorded("block_actions_home")
     action = _action(workspace, shown, state_key, user, action_id, value, selected)
     trigger_id = workspace.new_trigger_id()
     workspace.triggers[trigger_id] = user
     view_id = f"VHOME{user}"
     return {
-        "type": "block_actions",
+        **template,
         "user": payload_user(workspace, user),
         "api_app_id": workspace.api_app_id,
         "token": "legacy-verification-token",
-        "container": {"type": "view", "view_id": view_id},
+        "container": {**template["container"], "view_id": view_id},
         "trigger_id": trigger_id,
-        "team": {"id": workspace.team_id, "domain": "local"},
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "team": _team(workspace),
         "view": {
-            "id": view_id,
-            "team_id": workspace.team_id,
-            "app_id": workspace.api_app_id,
-            "bot_id": workspace.bot_id,
-            # Slack sends these empty for a view published without them.
-            "callback_id": "",
-            "private_metadata": "",
-            "external_id": "",
-            **view,
+            **_view(workspace, template["view"], view_id, view),
             "state": {"values": workspace.selections.get(state_key, {})},
         },
-        "actions": [action],
+        "actions": [{**template["actions"][0], **action}],
     }
+
+
+def _opened(
+    workspace: Workspace, template: Mapping[str, Any], opened: OpenedView
+) -> dict[str, Any]:
+    return {**_view(workspace, template, opened.id, opened.view), "hash": opened.hash}
 
 
 def view_submission(
@@ -222,27 +357,30 @@ def view_submission(
     unknown = set(values) - set(state)
     if unknown:
         raise KeyError(f"view {view_id!r} has no input blocks {sorted(unknown)!r}")
-    view = {
-        "id": opened.id,
-        "team_id": workspace.team_id,
-        "type": "modal",
-        "hash": opened.hash,
-        "app_id": workspace.api_app_id,
-        "bot_id": workspace.bot_id,
-        **opened.view,
-        "state": {"values": state},
-    }
+    template = recorded("view_submission")
+    view = _opened(workspace, template["view"], opened)
+    view["state"] = {"values": state}
     return {
-        "type": "view_submission",
-        "team": {"id": workspace.team_id, "domain": "local"},
+        **template,
+        "team": _team(workspace),
         "user": payload_user(workspace, user),
         "api_app_id": workspace.api_app_id,
         "token": "legacy-verification-token",
         "trigger_id": workspace.new_trigger_id(),
         "view": view,
-        "response_urls": [],
-        "is_enterprise_install": False,
-        "enterprise": None,
+    }
+
+
+def view_closed(workspace: Workspace, user: str, opened: OpenedView) -> dict[str, Any]:
+    """The `view_closed` payload of `user` closing a modal the app asked to hear about."""
+    template = recorded("view_closed")
+    return {
+        **template,
+        "team": _team(workspace),
+        "user": payload_user(workspace, user),
+        "api_app_id": workspace.api_app_id,
+        "token": "legacy-verification-token",
+        "view": {**_opened(workspace, template["view"], opened), "state": {"values": {}}},
     }
 
 
@@ -272,7 +410,8 @@ def _action(
     kind = element["type"]
     if kind == "button":
         action["value"] = element.get("value", "") if value is None else value
-        action["text"] = element.get("text", {})
+        # Slack echoes a plain_text object with `emoji` set, whether or not the app set it.
+        action["text"] = {"emoji": True, **element.get("text", {})}
     elif kind in {"static_select", "radio_buttons", "external_select"}:
         if selected is None or isinstance(selected, list):
             raise ValueError(f"{kind} needs one `selected` option")

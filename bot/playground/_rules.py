@@ -66,11 +66,17 @@ METHOD_TIERS: Final[dict[str, int]] = {
     "reactions.add": 3,
     "reactions.remove": 2,
     "conversations.replies": 3,
+    "conversations.info": 3,
+    "conversations.members": 4,
     "usergroups.users.list": 2,
     "users.info": 4,
 }
-"""Each method's tier as its docs.slack.dev page gives it; chat.postMessage is 'special' (about
-one message a second per channel, `POST_PER_CHANNEL_SECONDS`)."""
+"""Each method's tier as its docs.slack.dev page gives it, confirmed against slack_sdk for
+Java's table (slackapi/java-slack-sdk slack-api-client/.../methods/MethodsRateLimits.java:
+chat.startStream and chat.stopStream Tier 2, chat.appendStream Tier 4, conversations.info
+Tier 3, conversations.members Tier 4; docs.slack.dev's chat.appendStream page: Tier 4);
+chat.postMessage is 'special' (about one message a
+second per channel, `POST_PER_CHANNEL_SECONDS`)."""
 
 POST_PER_CHANNEL_SECONDS: Final = 1.0
 

@@ -20,6 +20,8 @@ from aiohttp import web
 from ._changes import Change, ChangeKind
 from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
 from ._payloads import (
+    agent_session_stopped,
+    app_home_opened,
     block_actions,
     event_callback,
     home_block_actions,
@@ -119,14 +121,9 @@ class LocalSlack(Workspace):
         streams in the thread and sends `agent_session_stopped` (the session's status is the
         app's to change)."""
         stopped = await self.stop_streams(channel, thread_ts)
-        event = {
-            "type": "agent_session_stopped",
-            "channel": channel,
-            "thread_ts": thread_ts,
-            "user": user,
-            "streaming_message_ts": stopped,
-            "event_ts": self.new_ts(),
-        }
+        event = agent_session_stopped(
+            user, channel, thread_ts, stopped=stopped, event_ts=self.new_ts()
+        )
         return await self.send_event(event, to=to)
 
     async def stop_streams(self, channel: str, thread_ts: str) -> list[str]:
@@ -313,15 +310,7 @@ class LocalSlack(Workspace):
         shows them, if the app published one)."""
         if user not in self.users:
             raise KeyError(f"no user {user!r}")
-        event: dict[str, Any] = {
-            "type": "app_home_opened",
-            "user": user,
-            "channel": self.dm_channel(user),
-            "tab": "home",
-            "event_ts": self.new_ts(),
-        }
-        if user in self.home_views:
-            event["view"] = {"id": f"VHOME{user}", **self.home_views[user]}
+        event = app_home_opened(self, user, event_ts=self.new_ts())
         return await self.send_event(event, to=to)
 
     def home_view(self, user: str) -> dict[str, Any] | None:

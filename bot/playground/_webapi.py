@@ -27,7 +27,7 @@ from slack_sdk.models.messages.chunk import (
     TaskUpdateChunk,
 )
 
-from ._limits import Refusal, check_message, check_view, limit
+from ._limits import Refusal, ValidateKind, check_message, check_view, limit, validate
 from ._rules import HISTORY_SCOPES, METHOD_SCOPES, TRIGGER_SECONDS
 from ._workspace_model import (
     AgentSession,
@@ -70,6 +70,14 @@ class _ApiError(Exception):
         self.code = code
 
 
+class _ScopeMissing(Exception):
+    """`missing_scope` found in a handler (the scope depends on the conversation's kind)."""
+
+    def __init__(self, needed: str) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
 class WebApi:
     """Serves `/api/{method}` from `workspace`, recording each call in `workspace.calls`.
 
@@ -82,6 +90,7 @@ class WebApi:
         self._fail_next: dict[str, list[tuple[int, int]]] = {}
         self._methods: dict[str, _Handler] = {
             "auth.test": self._auth_test,
+            "blocks.validate": self._blocks_validate,
             "chat.postMessage": self._chat_post_message,
             "chat.update": self._chat_update,
             "chat.postEphemeral": self._chat_post_ephemeral,
@@ -145,8 +154,7 @@ class WebApi:
         scopes = {"x-oauth-scopes": ",".join(ws.scopes)}
         needed = self._needed_scope(method, args)
         if needed is not None and needed not in ws.scopes:
-            refused = {"error": "missing_scope", "needed": needed, "provided": ",".join(ws.scopes)}
-            return web.json_response({"ok": False, **refused}, headers=scopes)
+            return web.json_response(self._missing_scope(needed), headers=scopes)
         wait = ws.rate_limits.retry_after(method, _channel_of(args), ws.clock())
         if wait is not None:
             ws.calls[-1].status = 429
@@ -160,9 +168,18 @@ class WebApi:
             body = await handler(args)
         except _ApiError as error:
             return web.json_response({"ok": False, "error": error.code}, headers=scopes)
+        except _ScopeMissing as missing:
+            return web.json_response(self._missing_scope(missing.needed), headers=scopes)
         except Refusal as refusal:
             return web.json_response(refusal.body(), headers=scopes)
         return web.json_response({"ok": True, **body}, headers=scopes)
+
+    def _missing_scope(self, needed: str) -> dict[str, Any]:
+        # Slack names the scope the method wanted and the ones the token has: the recorded
+        # answers of conversations.info and .members (slackapi/java-slack-sdk
+        # json-logs/samples/api/conversations.info.json) carry `needed` and `provided`.
+        provided = ",".join(self.workspace.scopes)
+        return {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
 
     def _needed_scope(self, method: str, args: Mapping[str, Any]) -> str | None:
         """The scope Slack wants for this call (conversations.replies: by the conversation)."""
@@ -208,6 +225,17 @@ class WebApi:
             "bot_id": ws.bot_id,
             "is_enterprise_install": False,
         }
+
+    async def _blocks_validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """`blocks.validate` (no scope needed): exactly one of `blocks`, `message`, `view`."""
+        given: list[ValidateKind] = [k for k in ("blocks", "message", "view") if k in args]
+        if len(given) != 1:
+            raise Refusal(
+                error="invalid_arguments",
+                messages=["must provide exactly one of `blocks`, `view`, or `message`"],
+            )
+        validate(given[0], _json_arg(args, given[0]))
+        return {}
 
     async def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         ws = self.workspace
@@ -384,6 +412,8 @@ class WebApi:
         channel = self._channel_arg(args, "channel_id")
         thread_ts = str(args.get("thread_ts") or "")
         if ws.message(channel, thread_ts) is None:
+            # docs.slack.dev/reference/methods/assistant.threads.setStatus (the method
+            # agents.sessions.setStatus follows) answers a thread it cannot find this way.
             raise _ApiError("invalid_thread_ts")
         session = ws.sessions.get((channel, thread_ts))
         if session is None:
@@ -409,6 +439,9 @@ class WebApi:
         channel = self._postable(args)
         thread_ts = _thread_ts(args)
         if thread_ts is None or ws.message(channel, thread_ts) is None:
+            # thread_ts is required (docs.slack.dev/reference/methods/chat.startStream: "Streamed
+            # messages should always be replies"); the error name follows the session methods'
+            # (unconfirmed for this method: its page's error table was not at hand).
             raise _ApiError("invalid_thread_ts")
         if not ws.channels[channel].is_im:
             # Outside a DM Slack must know who the stream is for.
@@ -503,7 +536,7 @@ class WebApi:
             else "channels:read"
         )
         if needed not in ws.scopes:
-            raise _ApiError("missing_scope")
+            raise _ScopeMissing(needed)
         return channel
 
     async def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:

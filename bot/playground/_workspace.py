@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._payloads import payload_user
+from ._payloads import view_closed
 from ._slack import LocalSlack
 
 __all__ = ["DEMO_PEOPLE", "Person", "PlaygroundSlack"]
@@ -38,17 +38,7 @@ class PlaygroundSlack(LocalSlack):
         opened = self.open_view(user, view_id)
         opened.closed = True
         if opened.view.get("notify_on_close"):
-            await self.send_interactivity(
-                {
-                    "type": "view_closed",
-                    "team": {"id": self.team_id, "domain": "local"},
-                    "user": payload_user(self, user),
-                    "api_app_id": self.api_app_id,
-                    "token": "legacy-verification-token",
-                    "view": {"id": opened.id, "hash": opened.hash, **opened.view},
-                    "is_cleared": False,
-                }
-            )
+            await self.send_interactivity(view_closed(self, user, opened))
         await self.publish("view_updated", asdict(opened))
 
     def latest_statuses(self) -> list[dict[str, str]]:

@@ -56,7 +56,9 @@ button: `stopped_by_user`; or by an earlier attempt: `message_not_in_streaming_s
 failed otherwise."""
 
 STREAM_OVER = frozenset({"stopped_by_user", "message_not_in_streaming_state"})
-"""What Slack answers a stream call once the stream has ended: nothing more is to be shown."""
+"""What Slack answers a stream call once the stream has ended: nothing more is to be shown
+(docs.slack.dev/reference/methods/chat.appendStream: `stopped_by_user`, "The streaming message
+was stopped by the user and no further appends are accepted")."""
 
 NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
 """What Slack answers an app not declared as an agent (no `features.agent_view`, no

@@ -9,7 +9,7 @@ created.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,12 +25,13 @@ from .._channels import OTHER_CHANNELS
 from .._model import OpenAIModel
 from .._toolset import Toolset
 from ._app import make_client
+from ._card_fit import Sent, card_kinds, offline_problems, slack_problems
 from ._gates import gate_rules, unknown_tool_names
 from ._manifest import BOT_SCOPES
 from ._serve import check_model
 from ._settings import ConfigError, Settings, unknown_variables
 
-__all__ = ["Check", "channel_rules", "diagnose", "who_may_approve"]
+__all__ = ["Check", "cards", "channel_rules", "diagnose", "who_may_approve"]
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -53,8 +54,11 @@ async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
     client = make_client(settings)
     async with aiohttp.ClientSession() as session:
         client.session = session
-        checks += await _slack(client, settings)
+        slack = await _slack(client, settings)
+        checks += slack
         checks += await _people(client, settings)
+        token_works = slack[0].name == "SLACK_BOT_TOKEN" and slack[0].status == "ok"
+        checks += await cards(client if token_works else None)
     # The toolsets (MCP servers) are started, so their tools and rules can be listed.
     async with agent.toolsets_open():
         checks += [_toolset(toolset) for toolset in agent.toolsets]
@@ -183,6 +187,41 @@ async def _slack(client: AsyncWebClient, settings: Settings) -> list[Check]:
     ]
     if settings.slack_app_token is not None:
         checks.append(await _app_token(client, settings.slack_app_token.get_secret_value()))
+    return checks
+
+
+async def cards(
+    client: AsyncWebClient | None, kinds: Mapping[str, Sequence[Sent]] | None = None
+) -> list[Check]:
+    """Every card kind the bot sends, rendered at its extremes and checked against Slack's
+    limits offline, then, with a working token, by Slack's `blocks.validate`: one line for
+    all that fit, one line per kind that does not. `kinds` (default `card_kinds()`) lets a
+    test hand in a card that breaks a limit."""
+    kinds = card_kinds() if kinds is None else kinds
+    checks = [
+        Check(status="FAIL", name=f"card `{name}`", detail=f"Slack would refuse it ({problem})")
+        for name, problem in offline_problems(kinds).items()
+    ]
+    if not checks:
+        detail = f"all {len(kinds)} kinds fit Slack's limits (checked offline)"
+        checks.append(Check(status="ok", name="cards", detail=detail))
+    if client is None:
+        return checks
+    try:
+        verdict = await slack_problems(client, kinds)
+    except (aiohttp.ClientError, TimeoutError) as error:
+        detail = f"blocks.validate out of reach ({type(error).__name__})"
+        return [*checks, Check(status="warn", name="cards in Slack", detail=detail)]
+    if not verdict.offered:
+        detail = f"blocks.validate did not check them ({verdict.refusal})"
+        return [*checks, Check(status="warn", name="cards in Slack", detail=detail)]
+    checks += [
+        Check(status="FAIL", name=f"card `{name}` in Slack", detail=f"blocks.validate: {said}")
+        for name, said in verdict.problems.items()
+    ]
+    if not verdict.problems:
+        detail = f"blocks.validate accepts all {len(kinds)} kinds"
+        checks.append(Check(status="ok", name="cards in Slack", detail=detail))
     return checks
 
 

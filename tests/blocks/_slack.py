@@ -274,7 +274,8 @@ def click(
         for v in option_values or []
     ]
     if kind == "button":
-        action["text"] = element["text"]
+        # Slack echoes a plain_text object with `emoji` set, whether or not the app set it.
+        action["text"] = {"emoji": True, **element["text"]}
         action["value"] = element["value"]
         if "style" in element:
             action["style"] = element["style"]
@@ -301,12 +302,16 @@ def click(
         "enterprise": None,
         "is_enterprise_install": False,
         "channel": {"id": CHANNEL, "name": "ops"},
+        # As Slack shows the app's own message (bot_profile left out: Slack sends it only for
+        # some messages).
         "message": {
+            "user": "U0BOTUSER",
             "type": "message",
-            "subtype": "bot_message",
-            "text": message["text"],
             "ts": MESSAGE_TS,
             "bot_id": "B0BOT",
+            "app_id": "A0APP",
+            "text": message["text"],
+            "team": "T0TEAM",
             "blocks": message["blocks"],
         },
         "state": {"values": _message_state(message, chosen)},
@@ -364,12 +369,18 @@ def submit(
             "state": {"values": values},
             "hash": "1700000002.abcdef",
             "title": view["title"],
+            "clear_on_close": bool(view.get("clear_on_close", False)),
+            "notify_on_close": bool(view.get("notify_on_close", False)),
             "close": view.get("close"),
             "submit": view.get("submit"),
+            "previous_view_id": None,
             "root_view_id": "V0VIEW",
             "app_id": "A0APP",
+            "external_id": "",
+            "app_installed_team_id": "T0TEAM",
             "bot_id": "B0BOT",
         },
         "response_urls": [],
         "is_enterprise_install": False,
+        "enterprise": None,
     }

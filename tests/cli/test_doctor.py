@@ -76,6 +76,10 @@ async def test_everything_right_exits_0(redis_store_url: str) -> None:
     assert "user dave" in line(lines, "U0DAVE (in HANDBACK_TOOL_APPROVERS[deploy])")
     who = line(lines, "approvals of `deploy`")
     assert "U0DAVE (from HANDBACK_TOOL_APPROVERS)" in who and "never the requester" in who
+    assert line(lines, "cards").startswith("ok    cards: all 9 kinds fit Slack's limits")
+    assert line(lines, "cards in Slack") == (
+        "ok    cards in Slack: blocks.validate accepts all 9 kinds"
+    )
     assert lines[-1] == "Everything checked is fine."
 
 

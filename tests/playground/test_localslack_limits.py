@@ -195,6 +195,8 @@ async def test_a_trigger_expires_after_three_seconds(slack: LocalSlack) -> None:
         ("reactions:write", lambda c: c.reactions_add(channel=CHANNEL, timestamp="1.2", name="x")),
         ("usergroups:read", lambda c: c.usergroups_users_list(usergroup="S0OPS")),
         ("channels:history", lambda c: c.conversations_replies(channel=CHANNEL, ts="1.2")),
+        ("channels:read", lambda c: c.conversations_info(channel=CHANNEL)),
+        ("channels:read", lambda c: c.conversations_members(channel=CHANNEL)),
     ],
 )
 async def test_a_missing_scope_is_named(slack: LocalSlack, scope: str, call: Any) -> None:

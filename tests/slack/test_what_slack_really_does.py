@@ -1,18 +1,24 @@
 """What Slack really does, and the bot handles: the `ssl_check` of a command's Request URL, the
-`stopped_by_user` of a stream after the stop button, `chat.update`'s text limit."""
+`stopped_by_user` of a stream after the stop button (in a turn, and through the bot during a
+streamed answer), `chat.update`'s text limit, rate-limited stream starts."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.playground._slack import LocalSlack
+from bot import Agent
+from bot._model import ModelResponse
+from bot.playground._slack import LocalSlack, Message
 from bot.slack._chat import MAX_UPDATE_TEXT, Chat
-from bot.slack._session import AgentTurn
+from bot.slack._session import FLUSH_CHARS, AgentTurn
 from state import open_store
 
 from . import agents
@@ -119,3 +125,52 @@ async def test_rate_limited_stream_starts_degrade_to_plain_messages(
     # chat.postMessage's own limit (about one a second per channel) is waited out: Retry-After 1.
     posts = [c.status for c in slack.calls if c.method == "chat.postMessage"]
     assert posts.count(200) == 30 and set(posts) <= {200, 429}
+
+
+class _HaltingModel:
+    """Streams the start of its answer, then waits (as a slow model does) until released."""
+
+    name = "halting"
+
+    def __init__(self) -> None:
+        self.streamed = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def respond(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, stream: bool
+    ) -> AsyncIterator[str | ModelResponse]:
+        yield "Restarting api" + " ." * (FLUSH_CHARS // 2)  # enough to be sent at once
+        self.streamed.set()
+        await self.release.wait()
+        yield " and it is back"
+        yield ModelResponse(text="Restarting api and it is back")
+
+
+async def test_a_stop_during_a_streamed_answer_ends_it_once_through_the_bot(
+    make_bot: BotFactory, slack: LocalSlack
+) -> None:
+    slack.agent_refusal = None
+    model = _HaltingModel()
+    async with make_bot(Agent(name="halting", model=model)) as h:
+        asked = await slack.post_user_message(ALICE, CHANNEL, "restart api")
+        await asyncio.wait_for(model.streamed.wait(), timeout=10)
+
+        async def streaming() -> Message:
+            while True:
+                found = [m for m in slack.bot_messages(CHANNEL, asked.ts) if m.streaming]
+                if found and "Restarting api" in found[0].text:
+                    return found[0]
+                await asyncio.sleep(0.01)
+
+        streamed = await asyncio.wait_for(streaming(), timeout=10)
+        assert (await slack.press_stop(ALICE, CHANNEL, asked.ts)).status == 200
+        await asyncio.wait_for(h.bot.drain(), timeout=10)
+        model.release.set()
+        await asyncio.sleep(0.05)
+        await h.bot.drain()
+    assert not streamed.streaming and streamed.stopped_by_user
+    replies = slack.bot_messages(CHANNEL, asked.ts)
+    assert sum("Restarting api" in m.text for m in replies) == 1  # not posted again
+    assert "and it is back" not in " ".join(m.text for m in replies)
+    assert replies[-1].text == f"Stopped by <@{ALICE}>."
+    assert slack.sessions[(CHANNEL, asked.ts)].status == "active"  # out of `processing`
