@@ -57,7 +57,6 @@ class ArgumentsError(ValueError):
     """The model sent arguments the tool cannot take; the message goes back to the model."""
 
 
-
 def json_object(raw: str) -> dict[str, Any]:
     """The model's arguments string read as a JSON object (empty means `{}`), or
     `ArgumentsError`: the reading every tool shares before it checks the arguments its way."""
@@ -68,6 +67,7 @@ def json_object(raw: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ArgumentsError("arguments must be a JSON object")
     return data
+
 
 class Tool:
     """A handler (sync or async) exposed to the model as a function tool.
