@@ -114,7 +114,8 @@ _SURE = {
 
 def _ask(key: str, message: str, schema: dict[str, object], state: str) -> InputRequiredResult:
     form = ElicitRequestFormParams(message=message, requested_schema=schema)
-    return InputRequiredResult(input_requests={key: ElicitRequest(params=form)}, request_state=state)
+    requests = {key: ElicitRequest(params=form)}
+    return InputRequiredResult(input_requests=requests, request_state=state)
 
 
 @server.tool()
