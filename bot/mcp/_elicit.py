@@ -30,19 +30,17 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from blocks import ELICITATION
+
 from .._suspend import HandlerScope, Suspended
 
 __all__ = [
-    "ELICITATION",
     "Unanswerable",
     "answer_schema",
     "held_of",
     "read_held",
     "responses",
 ]
-
-ELICITATION: Final = "elicitation"
-"""The kind of an interaction that answers an MCP server's elicitation."""
 
 _ACTIONS: Final = ("accept", "decline", "cancel")
 
@@ -202,7 +200,11 @@ def _asked(key: str, request: InputRequest, *, server: str, tool: str, round_dig
             assert_never(params)
 
 
+_URL_LIMIT: Final = 3000
+"""Slack's limit on a link button's URL."""
+
+
 def is_https(url: str) -> bool:
-    """Only an https URL with a host is offered to open."""
+    """Only an https URL with a host, short enough for a link button, is offered to open."""
     parts = urlsplit(url)
-    return parts.scheme == "https" and bool(parts.hostname)
+    return parts.scheme == "https" and bool(parts.hostname) and len(url) <= _URL_LIMIT

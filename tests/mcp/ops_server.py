@@ -18,6 +18,7 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
     ToolAnnotations,
@@ -144,6 +145,34 @@ async def scale(service: str, ctx: Context) -> str | InputRequiredResult:
             return _ask("sure", f"{replicas} replicas is a lot. Sure?", _SURE, f"r2:{replicas}")
         return f"scaled {service} to {replicas}"
     return f"scaled {service} to {state[3:]} (sure: {answer.content['sure']})"
+
+
+@server.tool()
+async def pick(ctx: Context) -> str | InputRequiredResult:
+    """Asks for one region from a list (one enum: buttons on the card)."""
+    answer = (ctx.input_responses or {}).get("region")
+    _record("pick", {"state": ctx.request_state})
+    if ctx.request_state is None or not isinstance(answer, ElicitResult):
+        schema = {
+            "type": "object",
+            "properties": {"region": {"type": "string", "enum": ["eu", "us", "ap"]}},
+            "required": ["region"],
+        }
+        return _ask("region", "Which region? <!channel> *now*", schema, "pick")
+    return f"picked {answer.action} {answer.content}"
+
+
+@server.tool()
+async def login(url: str, ctx: Context) -> str | InputRequiredResult:
+    """Sends you to a page to log in (URL elicitation)."""
+    answer = (ctx.input_responses or {}).get("login")
+    _record("login", {"state": ctx.request_state})
+    if ctx.request_state is None or not isinstance(answer, ElicitResult):
+        params = ElicitRequestURLParams(message="Log in to the ticket system", url=url)
+        return InputRequiredResult(
+            input_requests={"login": ElicitRequest(params=params)}, request_state="login"
+        )
+    return f"login: {answer.action}"
 
 
 def main() -> None:
