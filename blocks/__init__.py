@@ -86,7 +86,7 @@ from ._payloads import (
     parse_command_submission,
     parse_view_submission,
 )
-from ._text import escape, show_hidden
+from ._text import escape, mention, show_hidden
 
 __all__ = [
     "ACTION_ANSWER",
@@ -142,6 +142,7 @@ __all__ = [
     "grant_used_notice",
     "home_with_notice",
     "locked_arguments",
+    "mention",
     "page_from_action",
     "parse_block_action",
     "parse_command",

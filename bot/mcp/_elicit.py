@@ -117,14 +117,20 @@ class _Asked:
 
 
 def responses(
-    held: dict[str, Any], scope: HandlerScope, *, server: str, tool: str
+    held: dict[str, Any],
+    scope: HandlerScope,
+    *,
+    server: str,
+    tool: str,
+    answerers: tuple[str, ...] = (),
 ) -> InputResponses:
     """The answers to every input request of the stored result, or `Suspended` with the
     interactions still unanswered (all of them, so one pause posts every card of the round).
 
     The interaction ids hash the request and a digest of its `requestState`: the same stored
     round always gives the same ids, and a later round (a new state) new ones, so a second
-    round is a new card even when it asks the same question."""
+    round is a new card even when it asks the same question. `answerers` (who may answer
+    instead of the requester alone, users or groups) is stored with the question, unhashed."""
     result = read_held(held)
     round_digest = hashlib.sha256((result.request_state or "").encode()).hexdigest()[:16]
     answers: InputResponses = {}
@@ -136,7 +142,9 @@ def responses(
             answers[key] = given
             continue
         asked = _asked(key, request, server=server, tool=tool, round_digest=round_digest)
-        unhashed = {"expires_at": expires} if isinstance(expires, int | float) else None
+        unhashed: dict[str, Any] = {"answerers": list(answerers)} if answerers else {}
+        if isinstance(expires, int | float):
+            unhashed["expires_at"] = expires
         try:
             answer = scope.suspend(asked.payload, ELICITATION, asked.schema, unhashed=unhashed)
         except Suspended as pause:

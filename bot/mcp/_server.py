@@ -74,6 +74,7 @@ class MCPServer(Toolset):
         close_timeout: float = 5.0,
         backoff: Backoff | None = None,
         request_state_ttl: float | None = None,
+        answerers: Sequence[str] = (),
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UsageError(
@@ -116,6 +117,9 @@ class MCPServer(Toolset):
         server is not reachable."""
         self.close_timeout = close_timeout
         """Seconds `aclose()` gives the session to close before it is cancelled."""
+        self.answerers = _names(name, "answerers", answerers)
+        """Who may answer the server's questions (users, user groups, or `anyone`); empty:
+        the person whose request it is."""
         self.request_state_ttl = request_state_ttl
         """Seconds the server keeps a `requestState` valid, when known (the SDK's default is
         600): a card for its question expires no later. The protocol does not carry it."""
@@ -273,7 +277,9 @@ class MCPServer(Toolset):
             if held is not None:
                 assert scope is not None
                 try:
-                    seed = responses(held, scope, server=self.name, tool=tool)
+                    seed = responses(
+                        held, scope, server=self.name, tool=tool, answerers=self.answerers
+                    )
                 except Unanswerable as exc:
                     return f"Error: `{tool}` of the {self.name} server cannot continue: {exc}."
                 except UsageError as exc:  # a requestedSchema that is no JSON Schema

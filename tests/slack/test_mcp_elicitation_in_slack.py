@@ -19,7 +19,7 @@ from bot.mcp import MCPServer
 from bot.testing import FunctionModel
 
 from ..mcp.conftest import Ops, ops_in
-from .conftest import ALICE, BotFactory, Harness
+from .conftest import ALICE, BOB, BotFactory, Harness
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +175,33 @@ async def test_an_http_link_is_declined_without_a_card(make_bot: BotFactory, ops
         asked = await h.mention(ALICE, "log in")
         assert h.cards(asked.ts) == []
         assert h.texts(asked.ts)[-1] == "Tool said: login: decline"
+
+
+async def test_only_the_requester_answers_unless_the_server_names_answerers(
+    make_bot: BotFactory, ops: Ops
+) -> None:
+    async with _bot(make_bot, _ungated(ops), PICK) as h:
+        asked = await h.mention(ALICE, "pick a region")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, f"{ACTION_OPTION}:0", value="0")
+        assert len(ops.calls("pick")) == 1  # refused: nothing reached the server
+        assert any("their request" in text for text in h.ephemerals(BOB))
+    ops.log.unlink()
+    anyone = ops.stdio(approvals={"pick": False}, answerers=["anyone"])
+    async with _bot(make_bot, anyone, PICK) as h:
+        asked = await h.mention(ALICE, "pick a region")
+        await h.click(BOB, h.card(asked.ts).ts, f"{ACTION_OPTION}:2", value="2")
+        assert h.texts(asked.ts)[-1] == "Tool said: picked accept {'region': 'ap'}"
+
+
+async def test_the_card_expires_no_later_than_the_servers_request_state(
+    make_bot: BotFactory, ops: Ops
+) -> None:
+    server = ops.stdio(approvals={"pick": False}, request_state_ttl=120.0)
+    async with _bot(make_bot, server, PICK) as h:
+        asked = await h.mention(ALICE, "pick a region")
+        iid = h.interaction_id(h.card(asked.ts))
+        stored = await h.store.get_interaction(iid)
+        assert stored is not None
+        assert stored.expires_at <= stored.created_at + 121
+        assert stored.expires_at >= stored.created_at + 60
