@@ -12,8 +12,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import (
     ElicitRequest,
@@ -173,6 +174,25 @@ async def login(url: str, ctx: Context) -> str | InputRequiredResult:
             input_requests={"login": ElicitRequest(params=params)}, request_state="login"
         )
     return f"login: {answer.action}"
+
+
+class Window(BaseModel):
+    minutes: int
+
+
+def _window(service: str) -> Elicit[Window]:
+    return Elicit(f"How long may {service} be down (minutes)?", Window)
+
+
+@server.tool()
+async def maintain(
+    service: str, window: Annotated[ElicitationResult[Window], Resolve(_window)]
+) -> str:
+    """Takes a service down for maintenance; asks for how long (the SDK's `Elicit` resolver)."""
+    _record("maintain", {"service": service, "action": window.action})
+    if window.action != "accept":
+        return f"maintenance of {service}: {window.action}"
+    return f"{service} down for {window.data.minutes} min"
 
 
 def main() -> None:

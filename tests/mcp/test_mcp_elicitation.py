@@ -175,3 +175,21 @@ async def test_killed_after_the_question_the_restarted_bot_sends_one_retry_with_
     assert len(rounds) == 2 and first["state"] is None
     assert rounds[1]["state"].startswith("r1:")
     assert rounds[1]["responses"] == {"replicas": {"action": "accept", "content": {"replicas": 4}}}
+
+
+async def test_a_server_using_the_sdks_elicit_resolver_is_asked_once_and_answered(
+    ops: Ops, store: Store
+) -> None:
+    async with ops.stdio(approvals={"maintain": False}) as server:
+        call = {"name": "ops_maintain", "arguments": {"service": "db"}}
+        agent = Agent(name="ops", model=FunctionModel(script(call)), tools=[server], store=store)
+        run = agent("maintain db")
+        [asked], _, _ = await events_of(run)
+        assert asked.payload["message"] == "How long may db be down (minutes)?"
+        assert ops.calls("maintain") == []  # the resolver asks before the tool body runs
+        again = agent(parent_id=run.run_id, resume={asked.interaction_id: _accept(minutes=30)})
+        _, output, _ = await events_of(again)
+    assert output.output == "done: db down for 30 min"
+    assert ops.calls("maintain") == [
+        {"tool": "maintain", "arguments": {"service": "db", "action": "accept"}}
+    ]
