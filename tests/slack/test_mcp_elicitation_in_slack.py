@@ -83,6 +83,8 @@ async def test_one_list_is_buttons_and_the_pick_reaches_the_server_as_accept(
 
         assert h.texts(asked.ts)[-1] == "Tool said: picked accept {'region': 'us'}"
         assert [c["arguments"]["state"] for c in ops.calls("pick")] == [None, "pick"]
+        [answered] = [e for e in await h.store.recent_audit() if e.action == "answered"]
+        assert answered.user == ALICE and "[MCP ops: question of its tool pick]" in answered.detail
 
 
 @pytest.mark.parametrize(("suffix", "action"), [("d", "decline"), ("c", "cancel")])
