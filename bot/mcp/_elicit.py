@@ -86,13 +86,11 @@ def answer_schema(mode: Mode, requested: dict[str, Any] | None = None) -> dict[s
 
 
 def held_of(result: InputRequiredResult, *, lifetime: float | None) -> dict[str, Any]:
-    """The input-required result as it is stored with the call, with when it was received and,
-    when the server's `requestState` lifetime is known, when it expires."""
+    """The input-required result as it is stored with the call, with when it expires when the
+    server's `requestState` lifetime is known."""
     held = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    now = time.time()
-    held["receivedAt"] = now
     if lifetime is not None:
-        held["expiresAt"] = now + lifetime
+        held["expiresAt"] = time.time() + lifetime
     return held
 
 
@@ -100,7 +98,7 @@ def read_held(held: dict[str, Any]) -> InputRequiredResult:
     """The stored input-required result; a record that does not read is `Unanswerable`."""
     try:
         return InputRequiredResult.model_validate(
-            {k: v for k, v in held.items() if k not in ("receivedAt", "expiresAt")}
+            {k: v for k, v in held.items() if k != "expiresAt"}
         )
     except ValidationError:
         raise Unanswerable("the stored request of the server cannot be read") from None

@@ -195,6 +195,13 @@ async def maintain(
     return f"{service} down for {window.data.minutes} min"
 
 
+@server.tool()
+async def odd(ctx: Context) -> str | InputRequiredResult:
+    """Asks with a requestedSchema that is no JSON Schema."""
+    _record("odd", {"state": ctx.request_state})
+    return _ask("odd", "Odd?", {"type": "object", "properties": {"x": {"type": 7}}}, "odd")
+
+
 def main() -> None:
     refuse = os.environ.get("OPS_REFUSE")
     if refuse and Path(refuse).exists():

@@ -193,3 +193,15 @@ async def test_a_server_using_the_sdks_elicit_resolver_is_asked_once_and_answere
     assert ops.calls("maintain") == [
         {"tool": "maintain", "arguments": {"service": "db", "action": "accept"}}
     ]
+
+
+async def test_a_form_that_is_no_json_schema_ends_the_call_with_a_clear_result(
+    ops: Ops, store: Store
+) -> None:
+    async with ops.stdio(approvals={"odd": False}) as server:
+        call = {"name": "ops_odd", "arguments": {}}
+        agent = Agent(name="ops", model=FunctionModel(script(call)), tools=[server], store=store)
+        pending, output, _ = await events_of(agent("odd"))
+    assert pending == []
+    assert "asked for input for `odd` in a form that cannot be shown" in str(output.output)
+    assert len(ops.calls("odd")) == 1
