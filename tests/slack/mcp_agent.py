@@ -1,6 +1,6 @@
 """An agent with the tests' MCP server, served by real `handback run` processes; the server's
-files and its requestState key come from the environment (`${OPS_LOG}`, read when the bot
-starts it)."""
+files come from the environment (`${OPS_LOG}`, read when the bot starts it); its requestState
+key is fixed, so the server a restarted bot starts reads what the first one sealed."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ def _respond(messages: list[dict[str, Any]]) -> Any:
 ops = MCPServer.stdio(
     "ops",
     [sys.executable, OPS_SERVER, "stdio"],
-    # The key its requestState is sealed with, so the server a restarted bot starts reads it.
-    env={"OPS_LOG": "${OPS_LOG}", "OPS_PID": "${OPS_PID}", "OPS_STATE_KEY": "${OPS_STATE_KEY}"},
+    env={"OPS_LOG": "${OPS_LOG}", "OPS_PID": "${OPS_PID}", "OPS_STATE_KEY": "0123456789abcdef" * 4},
     trust_annotations=True,
     approvals={"hang": False, "scale": False},
     backoff=Backoff(first=0.1, most=1.0),

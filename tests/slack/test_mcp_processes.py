@@ -28,11 +28,7 @@ def ops(tmp_path: Path) -> Ops:
 
 
 def _env(ops: Ops) -> dict[str, str]:
-    return {
-        "OPS_LOG": str(ops.log),
-        "OPS_PID": str(ops.pid),
-        "OPS_STATE_KEY": "0123456789abcdef" * 4,
-    }
+    return {"OPS_LOG": str(ops.log), "OPS_PID": str(ops.pid)}
 
 
 def _gone(pid: int) -> bool:
