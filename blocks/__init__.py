@@ -7,9 +7,10 @@ Pure functions, no I/O. Ids on the wire:
   `reason` the deny reason);
 - every control's `action_id` starts with `hb:` (`hb:approve`, `hb:grant:<scope>`, `hb:edit`,
   `hb:deny`, `hb:deny_reason`, `hb:confirm`, `hb:cancel`, `hb:option:<n>`, `hb:select`,
-  `hb:multi`, `hb:submit`, `hb:answer`, `hb:more:<page>`; `hb:input` inside modals), so one Bolt
-  listener on `ACTION_PATTERN` catches them; option values are indexes into the stored options,
-  page buttons carry the page number;
+  `hb:multi`, `hb:submit`, `hb:answer`, `hb:more:<page>`, `hb:elicit:<a|d|c>` (an MCP
+  server's question: Done, Decline, Cancel), `hb:link` (Open link, ignored); `hb:input` inside
+  modals), so one Bolt listener on `ACTION_PATTERN` catches them; option values are indexes
+  into the stored options, page buttons carry the page number;
 - modals use `callback_id` `hb:modal`, `hb:deny_modal` or `hb:edit_modal` (edit the arguments,
   then approve) and carry the interaction id in `private_metadata`; a slash command's form uses
   `hb:command_modal` and carries its `CommandOrigin` (command, channel, who typed it) as JSON
@@ -34,6 +35,7 @@ from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
 from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
+from ._elicit import ELICITATION
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._grant import grant_given_line, grant_used_notice
@@ -53,6 +55,7 @@ from ._ids import (
     ACTION_DENY,
     ACTION_DENY_REASON,
     ACTION_EDIT,
+    ACTION_ELICIT,
     ACTION_GRANT,
     ACTION_INPUT,
     ACTION_MORE,
@@ -83,7 +86,7 @@ from ._payloads import (
     parse_command_submission,
     parse_view_submission,
 )
-from ._text import escape, show_hidden
+from ._text import escape, mention, show_hidden
 
 __all__ = [
     "ACTION_ANSWER",
@@ -93,6 +96,7 @@ __all__ = [
     "ACTION_DENY",
     "ACTION_DENY_REASON",
     "ACTION_EDIT",
+    "ACTION_ELICIT",
     "ACTION_GRANT",
     "ACTION_INPUT",
     "ACTION_MORE",
@@ -108,6 +112,7 @@ __all__ = [
     "CALLBACK_EDIT_MODAL",
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
+    "ELICITATION",
     "HOME_BLOCK_LIMIT",
     "NOTICE_BLOCK",
     "REDACTED",
@@ -137,6 +142,7 @@ __all__ = [
     "grant_used_notice",
     "home_with_notice",
     "locked_arguments",
+    "mention",
     "page_from_action",
     "parse_block_action",
     "parse_command",

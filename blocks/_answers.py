@@ -12,6 +12,14 @@ from typing import Any
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._choices import Choices, choices_of, is_boolean
+from ._elicit import (
+    ELICITATION,
+    accepted,
+    elicit_choices,
+    plain_answer,
+    requested_schema,
+    stored_choices,
+)
 from ._errors import InvalidAnswer
 from ._form import (
     Field,
@@ -52,7 +60,7 @@ def _same_interaction(record: InteractionRecord, interaction_id: str) -> None:
 
 
 def _stored_choices(record: InteractionRecord, *, multiple: bool) -> Choices:
-    choices = choices_of(record)
+    choices = stored_choices(record)
     if choices is None or choices.multiple != multiple:
         raise InvalidAnswer("This request has no such options.")
     return choices
@@ -101,6 +109,12 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
                 raise InvalidAnswer("Choose one of the options.")
             [index] = _picked(choices, (action.value,))
             answer = choices.values[index]
+            if record.kind == ELICITATION:
+                answer = accepted(record, answer)
+        case "hb:elicit":
+            if record.kind != ELICITATION:
+                raise InvalidAnswer("This request is not an MCP server's question.")
+            answer = plain_answer(record, action.value)
         case "hb:submit":
             choices = _stored_choices(record, multiple=True)
             indexes = _picked(choices, action.selected)
@@ -131,7 +145,7 @@ def _offered_grant(record: InteractionRecord, scope: str | None) -> str:
 def page_from_action(record: InteractionRecord, action: CardAction) -> int:
     """The page of options an `hb:more` click asks for, checked against the stored options."""
     _same_interaction(record, action.interaction_id)
-    choices = choices_of(record)
+    choices = stored_choices(record)
     page = parse_index(action.value or "")
     if choices is None or page is None or page >= choices.pages:
         raise InvalidAnswer("There is no such page of options.")
@@ -172,6 +186,13 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
     if record.kind == "approval":
         raise InvalidAnswer("An approval is answered with its buttons.")
     fields = form_fields(record)
+    if record.kind == ELICITATION:
+        # Checked against the server's own schema first, so each error sits by its field.
+        picked = elicit_choices(record) is not None
+        schema = None if picked else requested_schema(record)
+        answer = accepted(record, read_form(fields, submission.values, schema))
+        validate(record.response_schema, answer)
+        return answer
     return read_form(fields, submission.values, record.response_schema)
 
 
@@ -253,7 +274,7 @@ def _check_form(schema: dict[str, Any] | None, fields: list[Field], answer: Any)
 
 def accepts_text_reply(record: InteractionRecord) -> bool:
     """True when a plain reply in the thread can answer `record` (a free-text question)."""
-    if record.kind in ("approval", "confirm") or choices_of(record) is not None:
+    if record.kind in ("approval", "confirm", ELICITATION) or choices_of(record) is not None:
         return False
     fields = form_fields(record)
     typeable = ("text", "integer", "number", "date")

@@ -11,6 +11,7 @@ from ._answers import accepts_text_reply
 from ._approvers import ANYONE, approver_mentions, escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
+from ._elicit import ELICITATION, elicit_choices, is_url_mode
 from ._grant import grant_button_label, grant_terms, grantable
 from ._ids import (
     ACTION_ANSWER,
@@ -20,7 +21,9 @@ from ._ids import (
     ACTION_DENY,
     ACTION_DENY_REASON,
     ACTION_EDIT,
+    ACTION_ELICIT,
     ACTION_GRANT,
+    ACTION_LINK,
     ACTION_MORE,
     ACTION_MULTI,
     ACTION_OPTION,
@@ -217,7 +220,33 @@ def _grant_terms(record: InteractionRecord) -> list[dict[str, Any]]:
     return [context(grant_terms(record, rule, _duration(rule.grant_ttl)))]
 
 
+def _elicitation_controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
+    """Accept by the form (its buttons, select or modal), or by Done once the link was used;
+    Decline and Cancel reach the server as themselves."""
+    ends = [
+        _button("Decline", suffixed(ACTION_ELICIT, "d"), "decline"),
+        _button("Cancel", suffixed(ACTION_ELICIT, "c"), "cancel"),
+    ]
+    if is_url_mode(record):
+        link = {
+            "type": "button",
+            "action_id": ACTION_LINK,
+            "text": plain("Open link", _BUTTON_LIMIT),
+            "url": str(record.payload.get("url", "")),
+            "value": "open",
+        }
+        done = _button("Done", suffixed(ACTION_ELICIT, "a"), "done", "primary")
+        return [_actions(record, "a", [link, done, *ends])]
+    picked = elicit_choices(record)
+    if picked is not None:
+        return [*_single_choice(record, picked[1], page), _actions(record, "e", ends)]
+    answer = _button("Answer…", ACTION_ANSWER, "form", "primary")
+    return [_actions(record, "a", [answer, *ends])]
+
+
 def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
+    if record.kind == ELICITATION:
+        return _elicitation_controls(record, page)
     if record.kind == "approval":
         buttons = [
             _button("Approve", ACTION_APPROVE, "approve", "primary"),

@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from state import InteractionRecord
 
 from ._choices import PAGE_SIZE, Choices, choices_of
+from ._elicit import ELICITATION, elicit_choices, requested_schema
 from ._ids import block_id
 
 __all__ = [
@@ -242,9 +243,37 @@ def object_fields(interaction_id: str, schema: dict[str, Any]) -> list[Field] | 
     return fields if len(fields) <= _MAX_FIELDS else None
 
 
+def _elicitation_fields(record: InteractionRecord) -> list[Field]:
+    """The inputs of an MCP server's form: its one list as one choice, else one field per
+    property of its `requestedSchema` (which the spec keeps flat)."""
+    iid = record.interaction_id
+    picked = elicit_choices(record)
+    if picked is not None:
+        name, choices = picked
+        label = _property_label(name, requested_schema(record)["properties"][name])
+        return _choice_fields(iid, choices, key=None, label=label, required=True, part="v")
+    schema = requested_schema(record)
+    fields = object_fields(iid, schema)
+    if fields is not None:
+        return fields
+    # Too many fields for a modal: one JSON input, still checked against the server's schema.
+    return [
+        Field(
+            block_id=block_id(iid, "v"),
+            label="Your answer",
+            control=_control(schema),
+            required=True,
+            schema=schema,
+            key=None,
+        )
+    ]
+
+
 def form_fields(record: InteractionRecord) -> list[Field]:
     """The inputs that answer `record`, in display order."""
     iid = record.interaction_id
+    if record.kind == ELICITATION:
+        return _elicitation_fields(record)
     schema, nullable = _non_null(record.response_schema or {})
     choices = choices_of(record)
     if choices is not None:

@@ -20,8 +20,10 @@ __all__ = [
     "ACTION_DENY",
     "ACTION_DENY_REASON",
     "ACTION_EDIT",
+    "ACTION_ELICIT",
     "ACTION_GRANT",
     "ACTION_INPUT",
+    "ACTION_LINK",
     "ACTION_MORE",
     "ACTION_MULTI",
     "ACTION_OPTION",
@@ -59,6 +61,8 @@ ActionName = Literal[
     "hb:answer",
     "hb:more",
     "hb:input",
+    "hb:elicit",
+    "hb:link",
 ]
 CallbackName = Literal["hb:modal", "hb:deny_modal", "hb:edit_modal", "hb:command_modal"]
 
@@ -81,6 +85,12 @@ ACTION_MULTI: Final = "hb:multi"
 ACTION_SUBMIT: Final = "hb:submit"
 ACTION_ANSWER: Final = "hb:answer"
 ACTION_MORE: Final = "hb:more"
+ACTION_ELICIT: Final = "hb:elicit"
+"""An MCP server's question answered without its form: `decline`, `cancel`, or `done` (URL
+mode) as the button's value, checked against the stored interaction."""
+ACTION_LINK: Final = "hb:link"
+"""A link button (URL mode's Open link): Slack opens the URL and tells the app, which does
+nothing with it."""
 ACTION_INPUT: Final = "hb:input"
 """The action id of every input element inside a modal; the block id says which field."""
 

@@ -19,6 +19,7 @@ from ._ids import (
     ACTION_DENY_REASON,
     ACTION_EDIT,
     ACTION_INPUT,
+    ACTION_LINK,
     ACTION_MORE,
     ACTION_MULTI,
     ActionName,
@@ -49,6 +50,7 @@ _INTENTS: Final[dict[ActionName, CardIntent]] = {
     ACTION_EDIT: "open_modal",
     ACTION_MORE: "page",
     ACTION_MULTI: "selection",
+    ACTION_LINK: "selection",
 }
 
 ClickOrigin = Literal["message", "home"]

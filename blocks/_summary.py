@@ -52,6 +52,8 @@ def _title(record: InteractionRecord) -> str:
             return "Confirmation"
         case "ask_user" | "ask_user_multi":
             return "Question"
+        case "elicitation":
+            return "Question from an MCP server"
         case kind:
             words = kind.replace("_", " ").strip() or "input"
             return f"Request: {words}"
@@ -117,6 +119,11 @@ def summary_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
     blocks = [header(_title(record))]
     if record.kind == "approval":
         return blocks + _approval_blocks(record)
+    if record.kind == "elicitation":
+        # Imported here: the elicitation card's module draws on this one's blocks.
+        from ._elicit import elicitation_blocks
+
+        return blocks + elicitation_blocks(record)
     key, text = main_text(record)
     if text is not None:
         blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))

@@ -167,6 +167,7 @@ class RunBegin:
         run.pending_calls = list(parent.pending_calls)
         run.interactions = list(parent.interactions)
         run.nested = dict(parent.nested)
+        run.input_required = dict(parent.input_required)
         run.answers = {**parent.answers, **accepted}
         return Begin(
             run=run,

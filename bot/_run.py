@@ -275,6 +275,9 @@ class AgentRun(RunBegin):
         run.pending_calls = [o.call for o in waiting]
         run.interactions = [i for o in waiting for i in o.suspended]
         run.nested = {o.call.tool_call_id: o.nested for o in waiting if o.nested is not None}
+        run.input_required = {
+            o.call.tool_call_id: o.input_required for o in waiting if o.input_required is not None
+        }
         keep = {iid for o in waiting for iid in o.used_answers}
         run.answers = {k: v for k, v in run.answers.items() if k in keep}
         run.results, run.started = {}, []
@@ -355,7 +358,7 @@ def _calls_to_run(run: RunRecord) -> list[PendingCall]:
 def _clear_step(run: RunRecord) -> None:
     """Forget the step that just ended (its results are in the transcript now)."""
     run.pending_calls, run.interactions, run.answers, run.nested = [], [], {}, {}
-    run.results, run.started = {}, []
+    run.results, run.started, run.input_required = {}, [], {}
 
 
 def _unique_ids(calls: list[ToolCall], transcript: list[dict[str, Any]]) -> list[ToolCall]:

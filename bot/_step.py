@@ -68,6 +68,8 @@ class Outcome:
     suspended: list[PendingInteraction] = field(default_factory=list)
     """What the call waits for: one interaction, or those of the agent it called (`nested`)."""
     nested: NestedRun | None = None
+    input_required: dict[str, Any] | None = None
+    """The input-required result of an MCP server the call waits on (`HandlerScope`)."""
     cancelled: str | None = None
     used_answers: list[str] = field(default_factory=list)
     ran: bool = False
@@ -143,6 +145,7 @@ class Step:
             # Nobody answered this one: do not re-run its handler just to pause again.
             outcome.suspended = waiting
             outcome.nested = self.run.nested.get(call.tool_call_id)
+            outcome.input_required = self.run.input_required.get(call.tool_call_id)
         elif call.tool_call_id in self.run.started and not (tool and tool.idempotent):
             # It ran in a process that died before its result was saved: running it again could
             # do twice what it did; saying so lets the model (and the people) decide.
@@ -178,6 +181,7 @@ class Step:
             root_id=run.root_id if run.id_scheme >= 2 else None,
             store=self.journal.store,
             nested=run.nested.get(call.tool_call_id),
+            input_required=run.input_required.get(call.tool_call_id),
         )
         ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
         if rule is not None and not (
@@ -302,6 +306,7 @@ class Step:
             self._resolve(outcome, ready.note + _as_text(await call))
         except Suspended as pause:
             outcome.suspended, outcome.nested = pause.interactions, pause.nested
+            outcome.input_required = ready.scope.input_required
         except Cancelled as cancel:
             outcome.cancelled = cancel.reason
         except Exception as exc:

@@ -136,6 +136,10 @@ class HandlerScope:
     """The store of the run: an agent used as a tool saves its own runs there."""
     nested: NestedRun | None = None
     """For a call whose tool is an agent: the inner run the call paused on last time."""
+    input_required: dict[str, Any] | None = None
+    """For a call to an MCP server: the input-required result (JSON) it paused on last time,
+    which the handler sends the retry from; the handler replaces it with the next round's, and
+    the run keeps it while the call waits (`RunRecord.input_required`)."""
     occurrences: dict[str, int] = field(default_factory=dict)
     used: list[str] = field(default_factory=list)
     """Answer ids this execution consumed; a run that pauses again must keep them."""

@@ -28,7 +28,7 @@ from state import Approval
 
 from ._errors import ApprovalPolicyError, UsageError
 
-__all__ = ["ApprovalRule", "Tool", "as_tool", "mark_pure"]
+__all__ = ["ApprovalRule", "Tool", "as_tool", "json_object", "mark_pure"]
 
 log = logging.getLogger("handback")
 
@@ -55,6 +55,18 @@ _COMMAND = re.compile(r"/[a-z0-9_-]{1,31}")
 
 class ArgumentsError(ValueError):
     """The model sent arguments the tool cannot take; the message goes back to the model."""
+
+
+def json_object(raw: str) -> dict[str, Any]:
+    """The model's arguments string read as a JSON object (empty means `{}`), or
+    `ArgumentsError`: the reading every tool shares before it checks the arguments its way."""
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ArgumentsError("arguments must be a JSON object")
+    return data
 
 
 class Tool:
@@ -180,12 +192,7 @@ class Tool:
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """Validated keyword arguments from the model's JSON string, or `ArgumentsError`."""
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ArgumentsError("arguments must be a JSON object")
+        data = json_object(raw)
         try:
             model = self._arguments.model_validate(data)
         except ValidationError as exc:

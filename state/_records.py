@@ -155,6 +155,10 @@ class RunRecord:
     `load_run`'s job), so it must not be saved. Never stored."""
     nested: dict[str, NestedRun] = field(default_factory=dict)
     """By tool call id of `pending_calls`: the inner run a call to an agent paused on."""
+    input_required: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """By tool call id of `pending_calls`: the input-required result (its JSON) an MCP server
+    answered the call with, which the retry is sent from (`bot.mcp`), so a resumed call never
+    asks the server for the first round again."""
     requesters: list[str] = field(default_factory=list)
     """Who shaped this turn (the chain of runs since the last one that ended): whoever sent the
     messages that started or continued it and whoever gave the answers it consumed. Carried

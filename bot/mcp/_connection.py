@@ -18,11 +18,19 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
-from mcp.client import Client, IncomingMessage
+from mcp.client import Client, ClientRequestContext, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import Implementation, Tool, ToolListChangedNotification
+from mcp_types import (
+    INVALID_REQUEST,
+    ElicitRequestParams,
+    ElicitResult,
+    ErrorData,
+    Implementation,
+    Tool,
+    ToolListChangedNotification,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 __all__ = ["Backoff", "Connection", "Launch"]
@@ -166,6 +174,9 @@ class Connection:
             client = Client(
                 transport,
                 message_handler=self._on_message,
+                # Advertises elicitation, so servers ask (on the current protocol, in an
+                # input-required result, answered by cards: `_elicit`).
+                elicitation_callback=_in_call_elicitation,
                 cache=None,
                 client_info=Implementation(name="handback", version="0.1.0"),
             )
@@ -230,6 +241,20 @@ class Connection:
             self._wake.set()
         elif isinstance(message, Exception):
             log.debug("MCP server %s: %s", self.server, self.hide(_describe(message)))
+
+
+async def _in_call_elicitation(
+    context: ClientRequestContext, params: ElicitRequestParams
+) -> ElicitResult | ErrorData:
+    """A question sent during the call (the older protocol's `elicitation/create`): refused,
+    so the server's tool fails rather than waits on an answer that no card can give."""
+    return ErrorData(
+        code=INVALID_REQUEST,
+        message=(
+            "handback answers an elicitation returned as an input-required result; "
+            "it cannot answer one during the call"
+        ),
+    )
 
 
 async def _all_tools(client: Client) -> list[Tool]:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    REQUEST_TIMEOUT,
+    InputRequiredResult,
+    InputResponses,
+)
 from mcp_types import Tool as ServerTool
 
 from state import Approval
 
 from .._errors import UsageError
+from .._suspend import current_scope
 from .._tool import ApprovalRule
 from .._toolset import Toolset
 from ._connection import Backoff, Connection, Launch
+from ._elicit import Unanswerable, held_of, responses
 from ._env import expand, names_in
 from ._gate import gate_of, matches
 from ._result import result_text
@@ -28,6 +37,8 @@ log = logging.getLogger("handback.mcp")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_ROUNDS = 10
+"""Rounds of input one call may take (the SDK's default cap too)."""
 
 
 class MCPServer(Toolset):
@@ -62,6 +73,8 @@ class MCPServer(Toolset):
         connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
         backoff: Backoff | None = None,
+        request_state_ttl: float | None = None,
+        answerers: Sequence[str] = (),
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UsageError(
@@ -104,6 +117,12 @@ class MCPServer(Toolset):
         server is not reachable."""
         self.close_timeout = close_timeout
         """Seconds `aclose()` gives the session to close before it is cancelled."""
+        self.answerers = _names(name, "answerers", answerers)
+        """Who may answer the server's questions (users, user groups, or `anyone`); empty:
+        the person whose request it is."""
+        self.request_state_ttl = request_state_ttl
+        """Seconds the server keeps a `requestState` valid, when known (the SDK's default is
+        600): a card for its question expires no later. The protocol does not carry it."""
         self._backoff = backoff or Backoff()
         self._tools: dict[str, MCPTool] = {}
         self._secrets: list[str] = []
@@ -245,7 +264,51 @@ class MCPServer(Toolset):
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Send the call; every way it can fail is a result the model reads, saying whether it
-        may have taken effect."""
+        may have taken effect.
+
+        A server on the current protocol may answer with an input-required result: it is kept
+        in the handler's scope (the run stores it with the call) and its questions pause the
+        call (`Suspended`); the resumed call sends the retry from the stored round, with the
+        answers and the same `requestState`, so the first round is never sent again."""
+        scope = current_scope.get()
+        for attempt in range(_ROUNDS):
+            held = None if scope is None else scope.input_required
+            seed: InputResponses | None = None
+            if held is not None:
+                assert scope is not None
+                try:
+                    seed = responses(
+                        held, scope, server=self.name, tool=tool, answerers=self.answerers
+                    )
+                except Unanswerable as exc:
+                    return f"Error: `{tool}` of the {self.name} server cannot continue: {exc}."
+                except UsageError as exc:  # a requestedSchema that is no JSON Schema
+                    return (
+                        f"Error: the {self.name} server asked for input for `{tool}` in a form "
+                        f"that cannot be shown ({exc}); the call did not complete."
+                    )
+                if not held.get("inputRequests"):
+                    # Only a state to send back: the server asks to be polled.
+                    await asyncio.sleep(min(0.05 * 2**attempt, 0.25))
+            result = await self._send(tool, arguments, held, seed)
+            if not isinstance(result, InputRequiredResult):
+                return result
+            if scope is None:
+                return f"Error: the {self.name} server asked for input, which `{tool}` cannot get."
+            scope.input_required = held_of(result, lifetime=self.request_state_ttl)
+        return (
+            f"Error: the {self.name} server asked for input for `{tool}` more than {_ROUNDS} "
+            "times; the call was given up."
+        )
+
+    async def _send(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        held: dict[str, Any] | None,
+        seed: InputResponses | None,
+    ) -> str | InputRequiredResult:
+        """One `tools/call` round: its text result, or the server's input-required result."""
         connection = self._connection
         client = None if connection is None else await connection.session(wait=self.connect_timeout)
         if client is None:
@@ -253,8 +316,22 @@ class MCPServer(Toolset):
                 f"Error: the {self.name} server is not reachable; `{tool}` was certainly not run."
             )
         try:
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=self.timeout)
+            result = await client.session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self.timeout,
+                input_responses=seed,
+                request_state=None if held is None else held.get("requestState"),
+                allow_input_required=True,
+            )
         except MCPError as exc:
+            if held is not None and _refused_state(exc):
+                return (
+                    f"Error: the {self.name} server could not continue `{tool}` after a restart: "
+                    "it refused the stored state of the request (it may have lost the key it "
+                    "signs it with, or the state expired); the answer was not used and nothing "
+                    "was retried."
+                )
             if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 why = "stopped" if exc.code == CONNECTION_CLOSED else "did not answer in time"
                 return (
@@ -270,7 +347,20 @@ class MCPServer(Toolset):
                 f"Interrupted: the call of `{tool}` to the {self.name} server failed "
                 f"({type(exc).__name__}); it may or may not have taken effect."
             )
+        if isinstance(result, InputRequiredResult):
+            return result
         return result_text(self.name, tool, result)
+
+
+def _refused_state(exc: MCPError) -> bool:
+    """The SDK's refusal of a `requestState` it did not mint, or minted under another key, or
+    that expired (`INVALID_PARAMS` with reason `invalid_request_state`)."""
+    data = exc.data
+    return (
+        exc.code == INVALID_PARAMS
+        and isinstance(data, dict)
+        and data.get("reason") == "invalid_request_state"
+    )
 
 
 def _names(server: str, what: str, names: Sequence[str]) -> tuple[str, ...]:

@@ -3,7 +3,6 @@ audits it like a Python tool; its arguments are checked against the server's inp
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,7 +10,7 @@ from mcp_types import Tool as ServerTool
 
 from state import schema_errors
 
-from .._tool import ArgumentsError, Tool
+from .._tool import ArgumentsError, Tool, json_object
 from ._gate import Gate
 
 __all__ = ["MCPTool"]
@@ -71,12 +70,7 @@ class MCPTool(Tool):
         return context
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ArgumentsError("arguments must be a JSON object")
+        data = json_object(raw)
         try:
             errors = schema_errors(self.parameters, data)
         except Exception as exc:  # a schema the server got wrong: refuse, don't guess

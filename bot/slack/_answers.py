@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import blocks
-from blocks import CardAction, InvalidAnswer, ModalSubmission
+from blocks import ELICITATION, CardAction, InvalidAnswer, ModalSubmission
 from state import (
     AnswerClaim,
     AuditEntry,
@@ -725,6 +725,8 @@ class Answers:
         gated = record.payload.get("gated_because") if record.kind == "approval" else None
         server = record.payload.get("server")
         why = f" [MCP {server}: gated: {gated}]" if isinstance(gated, str) else ""
+        if record.kind == ELICITATION:
+            why = f" [MCP {server}: question of its tool {record.payload.get('tool')}]"
         entries = [
             AuditEntry(
                 at=now,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import blocks
 from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
@@ -62,7 +62,7 @@ class Cards:
                 requester=thread.requester,
                 requesters=requesters,
                 created_at=now,
-                expires_at=now + self.ttl,
+                expires_at=_expiry(event.interaction.payload, now + self.ttl),
             )
             for event in events
         ]
@@ -230,3 +230,12 @@ class Cards:
             )
             await self.show_closed(shown, note=f":octagonal_sign: This request was {reason}.")
         return closed
+
+
+def _expiry(payload: dict[str, Any], default: float) -> float:
+    """When the request expires: the app's default, or sooner when what it asks for lives
+    less long (an MCP server's `requestState`, `expires_at` in the payload)."""
+    stated = payload.get("expires_at")
+    if isinstance(stated, int | float) and not isinstance(stated, bool) and stated < default:
+        return float(stated)
+    return default

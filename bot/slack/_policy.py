@@ -29,7 +29,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from blocks import ANYONE
+from blocks import ANYONE, ELICITATION, mention
 from state import CorruptRecordError, InteractionRecord, approval_of, approves
 
 from .._errors import HandbackError
@@ -149,6 +149,8 @@ class AnswerPolicy:
         try:
             if record.kind == "approval":
                 return await self._approval_refusal(record, user, members, denying=denying)
+            if record.kind == ELICITATION:
+                return await _elicitation_refusal(record, user, members)
             if self.answerers and not await _is_member(user, self.answerers, members):
                 return "You are not on the list of people who may answer these questions."
         except GroupLookupFailed as error:
@@ -256,6 +258,21 @@ class AnswerPolicy:
         if not await _may_approve(user, allowed, members):
             return f"You are not on the list of people who may approve `{tool}`."
         return None
+
+
+async def _elicitation_refusal(
+    record: InteractionRecord, user: str, members: GroupMembers
+) -> str | None:
+    """An MCP server's question is answered by the person whose request it is, unless the
+    server's rule names who may (`MCPServer(answerers=...)`, stored with the question)."""
+    allowed = record.payload.get("answerers")
+    if isinstance(allowed, list) and allowed:
+        if await _may_approve(user, [str(entry) for entry in allowed], members):
+            return None
+        return "You are not on the list of people who may answer this server's questions."
+    if record.requester is None or record.requester == user:
+        return None
+    return f"Only {mention(record.requester)} may answer this: it is their request."
 
 
 async def _may_approve(user: str, allowed: Iterable[str], members: GroupMembers) -> bool:

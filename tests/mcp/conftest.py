@@ -30,9 +30,14 @@ class Ops:
     log: Path
     pid: Path
     refuse: Path
+    state_key: str | None = None
+    """The key the server seals `requestState` with; None: a key of the process alone."""
 
     def env(self) -> dict[str, str]:
-        return {"OPS_LOG": str(self.log), "OPS_PID": str(self.pid), "OPS_REFUSE": str(self.refuse)}
+        env = {"OPS_LOG": str(self.log), "OPS_PID": str(self.pid), "OPS_REFUSE": str(self.refuse)}
+        if self.state_key is not None:
+            env["OPS_STATE_KEY"] = self.state_key
+        return env
 
     def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
         """What the server ran, in order (of one tool, if named)."""
@@ -53,8 +58,13 @@ class Ops:
         return pid
 
 
-def ops_in(directory: Path) -> Ops:
-    return Ops(log=directory / "ops.log", pid=directory / "ops.pid", refuse=directory / "refuse")
+def ops_in(directory: Path, *, state_key: str | None = None) -> Ops:
+    return Ops(
+        log=directory / "ops.log",
+        pid=directory / "ops.pid",
+        refuse=directory / "refuse",
+        state_key=state_key,
+    )
 
 
 @pytest.fixture

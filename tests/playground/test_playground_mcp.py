@@ -1,5 +1,6 @@
 """The playground runs an agent with an MCP server: the session is opened with the playground,
-an MCP approval card works there, and the server is closed with it."""
+an MCP approval card and an MCP server's question (elicitation) work there, and the server is
+closed with it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from blocks import ACTION_APPROVE
+from blocks import ACTION_APPROVE, ACTION_OPTION
 from bot import Agent
 from bot.playground import Playground
 from bot.testing import FunctionModel
@@ -42,3 +43,26 @@ async def test_an_mcp_approval_card_works_in_the_playground(tmp_path: Path) -> N
         assert said[-1] == "Tool said: deployed api 2.4"
         assert len(ops.calls("deploy")) == 1
     assert server.tools() == []
+
+
+async def test_an_mcp_servers_question_is_a_card_in_the_playground(tmp_path: Path) -> None:
+    ops = ops_in(tmp_path)
+    server = ops.stdio(approvals={"pick": False})
+
+    def respond(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return f"Tool said: {messages[-1]['content']}"
+        return [{"name": "ops_pick", "arguments": {}}]
+
+    agent = Agent(name="ops", model=FunctionModel(respond), tools=[server])
+    async with Playground(agent, environ={}) as playground:
+        slack, bot = playground.slack, playground.bot
+        assert slack is not None and bot is not None
+        asked = await slack.post_user_message("U0ALICE", "C0GENERAL", "pick a region")
+        await bot.drain()
+        [card] = [m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks]
+        assert "Question from an MCP server" in str(card.blocks)
+        await slack.click("U0ALICE", card.ts, f"{ACTION_OPTION}:0", value="0")
+        await bot.drain()
+        said = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
+        assert said[-1] == "Tool said: picked accept {'region': 'eu'}"

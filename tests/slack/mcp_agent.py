@@ -1,5 +1,6 @@
 """An agent with the tests' MCP server, served by real `handback run` processes; the server's
-files come from the environment (`${OPS_LOG}`, read when the bot starts it)."""
+files come from the environment (`${OPS_LOG}`, read when the bot starts it); its requestState
+key is fixed, so the server a restarted bot starts reads what the first one sealed."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ def _respond(messages: list[dict[str, Any]]) -> Any:
         return f"Tool said: {last['content']}"
     if "hang" in str(last["content"]):
         return [{"name": "ops_hang", "arguments": {}}]
+    if "scale" in str(last["content"]):
+        return [{"name": "ops_scale", "arguments": {"service": "api"}}]
     return [{"name": "ops_deploy", "arguments": {"service": "api", "version": "2.4"}}]
 
 
 ops = MCPServer.stdio(
     "ops",
     [sys.executable, OPS_SERVER, "stdio"],
-    env={"OPS_LOG": "${OPS_LOG}", "OPS_PID": "${OPS_PID}"},
+    env={"OPS_LOG": "${OPS_LOG}", "OPS_PID": "${OPS_PID}", "OPS_STATE_KEY": "0123456789abcdef" * 4},
     trust_annotations=True,
-    approvals={"hang": False},
+    approvals={"hang": False, "scale": False},
     backoff=Backoff(first=0.1, most=1.0),
 )
 

@@ -1,6 +1,7 @@
 """`handback run` with an MCP server: the process opens it at start and closes it on SIGTERM;
 a bot killed (SIGKILL) while an MCP call is open reports it interrupted after the restart and
-never sends it again; a gated call approved after a restart reaches the server once."""
+never sends it again; a gated call approved after a restart reaches the server once; a server's
+question answered after a restart sends one retry, with the state stored with the call."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from blocks import ACTION_APPROVE
+from blocks import ACTION_ANSWER, ACTION_APPROVE
 from bot.playground._slack import LocalSlack
 
 from ..mcp.conftest import Ops, ops_in, until
@@ -67,3 +68,34 @@ async def test_a_call_open_when_the_bot_died_is_interrupted_and_an_approval_surv
         server_pid = int(ops.pid.read_text())
         assert await second.stop() == 0
         assert _gone(server_pid)  # closed by the bot within its shutdown grace
+
+
+async def test_a_question_answered_after_a_kill_sends_one_retry_with_the_stored_state(
+    store_url: str, ops: Ops
+) -> None:
+    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet:
+        [first] = await fleet.start("all")
+        scale = await slack.post_user_message(ALICE, CHANNEL, "scale api")
+        card = await card_in(slack, scale.ts)
+        [asked] = ops.calls("scale")
+        assert asked["arguments"]["state"] is None
+        await fleet.kill(first)
+
+        [second] = await fleet.start("all")
+        assert (await slack.click(ALICE, card.ts, ACTION_ANSWER, value="form")).status == 200
+        await until(lambda: slack.views)
+        [view] = list(slack.views.values())
+        inputs = {
+            b["label"]["text"]: b["block_id"] for b in view.view["blocks"] if b["type"] == "input"
+        }
+        submitted = await slack.submit_view(
+            ALICE, view.id, {inputs["Replicas"]: "4", inputs["Reason"]: "after a crash"}
+        )
+        assert submitted.status == 200
+        assert await answer_in(slack, scale.ts) == ["Tool said: scaled api to 4"]
+        [_, retry] = ops.calls("scale")  # exactly one retry, from the stored round
+        assert retry["arguments"]["state"].startswith("r1:")
+        assert retry["arguments"]["responses"] == {
+            "replicas": {"action": "accept", "content": {"replicas": 4, "reason": "after a crash"}}
+        }
+        assert await second.stop() == 0
