@@ -16,7 +16,7 @@ GENERAL = "C0GENERAL"
 """Offered the `tix` server and, of `ops`, only `ops_status`."""
 
 OPS_TOOLS = {"ops_ask", "ops_deploy", "ops_fail", "ops_grow", "ops_hang", "ops_restart"}
-OPS_TOOLS |= {"ops_status"}
+OPS_TOOLS |= {"ops_login", "ops_maintain", "ops_odd", "ops_pick", "ops_scale", "ops_status"}
 TIX_TOOLS = {name.replace("ops_", "tix_") for name in OPS_TOOLS}
 
 
