@@ -14,6 +14,7 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
+from ._model import OpenAIModel
 from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
@@ -28,6 +29,7 @@ __all__ = [
     "Cancel",
     "HandbackError",
     "InvalidResumeValue",
+    "OpenAIModel",
     "ResumeError",
     "RunAlreadyResumed",
     "RunNotFound",

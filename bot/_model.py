@@ -68,6 +68,17 @@ class OpenAIModel:
             asyncio.AbstractEventLoop, tuple[AsyncOpenAI, AsyncGenerator[None, None]]
         ] = weakref.WeakKeyDictionary()
 
+    @property
+    def own_client(self) -> bool:
+        """Whether the client is made here from the environment (OPENAI_API_KEY,
+        OPENAI_BASE_URL), not given (an `AsyncAzureOpenAI`, say)."""
+        return self._client is None
+
+    @property
+    def base_url(self) -> str | None:
+        """Where a given client sends its calls; None for the environment's."""
+        return None if self._client is None else str(self._client.base_url)
+
     async def client(self) -> AsyncOpenAI:
         """The given client, else one per event loop: an HTTP client's connections belong to
         the loop that opened them, and a module-level agent may outlive several loops.
