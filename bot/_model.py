@@ -9,11 +9,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import UsageError
+from ._redact import mask_text
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["Model", "ModelResponse", "OpenAIModel", "ToolCall", "resolve_model"]
+__all__ = [
+    "Model",
+    "ModelResponse",
+    "OpenAIModel",
+    "ToolCall",
+    "describe_failure",
+    "resolve_model",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -187,6 +195,25 @@ def _usage(usage: Any) -> dict[str, int]:
         "completion_tokens": int(usage.completion_tokens or 0),
         "total_tokens": int(usage.total_tokens or 0),
     }
+
+
+def describe_failure(name: str, error: BaseException, limit: int = 300) -> str:
+    """Why a call to model `name` failed, in one line: the exception's kind, the HTTP status and
+    the server's own message (not the SDK's repr of the whole body), secret-looking parts
+    masked and control characters dropped, since the server's text is not ours."""
+    status = getattr(error, "status_code", None)
+    body = getattr(error, "body", None)
+    said: object = None
+    if isinstance(body, dict):
+        inner = body.get("error")
+        said = inner.get("message") if isinstance(inner, dict) else body.get("message")
+    if not isinstance(said, str) or not said:
+        said = str(error) or "no message"
+    kind = type(error).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+    text = f"the model call to `{name}` failed: {kind}: {said}"
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    text = mask_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def resolve_model(model: str | Model) -> Model:

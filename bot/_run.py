@@ -16,9 +16,9 @@ from state import PendingCall, RunRecord, Store, StoreError
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
 from ._command import command_output
-from ._errors import UsageError
+from ._errors import HandbackError, ModelCallError, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
-from ._model import ModelResponse, ToolCall
+from ._model import ModelResponse, ToolCall, describe_failure
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
 from ._step import Outcome, Step
@@ -162,6 +162,10 @@ class AgentRun(RunBegin):
                 # The store failed, not the run: saving it `error` would need the store too,
                 # and a retry with this run id continues from what the journal holds.
                 raise
+            except ModelCallError as exc:
+                log.error("run %s of agent %s failed: %s", self.run_id, self.agent.name, exc)
+                _clear_step(run)
+                yield await self._finish(store, run, "error", reason="model", message=str(exc))
             except Exception as exc:
                 # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
                 log.exception("run %s of agent %s failed", self.run_id, self.agent.name)
@@ -211,7 +215,18 @@ class AgentRun(RunBegin):
                 return
             iterations += 1
             response: ModelResponse | None = None
-            async for item in agent.model.respond(run.transcript, agent._tool_specs, stream=stream):
+            replies = agent.model.respond(run.transcript, agent._tool_specs, stream=stream)
+            while True:
+                try:
+                    item = await anext(replies)
+                except StopAsyncIteration:
+                    break
+                except (StoreError, HandbackError):
+                    raise
+                except Exception as exc:
+                    # Said in one line (thread and log): the cause, not a traceback through
+                    # the SDK; a scripted model's own errors (UsageError) stay as they are.
+                    raise ModelCallError(describe_failure(agent.model.name, exc)) from exc
                 if isinstance(item, str):
                     yield DeltaEvent(run_id=self.run_id, path=self.path, text=item)
                 else:

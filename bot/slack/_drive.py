@@ -159,7 +159,8 @@ class Driver:
         else:
             await turn.markdown(("\n\n" if turn.shown else "") + reply)
             await self._finish(thread, turn)
-        if output.status.code == "error":
+        if output.status.code == "error" and output.status.reason != "model":
+            # A failed model call was logged by the runtime in the line the thread shows.
             log.error("run %s ended in error: %s", output.run_id, output.error)
 
     async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
@@ -209,6 +210,10 @@ def _reply_text(output: OutputEvent) -> str:
     if status.code == "cancelled":
         why = f" ({_escape_keeping_mentions(status.message)})" if status.message else ""
         return f"Stopped{why}."
+    if status.reason == "model" and status.message:
+        # Our one line (the SDK's kind, the HTTP status, the server's words, masked): the
+        # person sees why, and what to fix is then the operator's to read in the same words.
+        return f"Sorry, that did not work out: {escape(status.message.rstrip('.'))}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
 
 

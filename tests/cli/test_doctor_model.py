@@ -39,7 +39,10 @@ async def test_a_model_the_server_serves_is_ok(sqlite_store_url: str) -> None:
 async def test_a_mistyped_model_fails_in_one_line_with_the_servers_words(
     sqlite_store_url: str,
 ) -> None:
-    async with OpenAICompatServer(ok_reply, models=["gpt-4o-mini"]) as server, LocalSlack() as slack:
+    async with (
+        OpenAICompatServer(ok_reply, models=["gpt-4o-mini"]) as server,
+        LocalSlack() as slack,
+    ):
         code, lines = await doctor(
             slack,
             sqlite_store_url,
