@@ -118,9 +118,7 @@ def test_recently_decided_lines_say_what_ran_with_which_arguments_who_asked_and_
         )
     view = render_home(waiting=[], decided=decided)
     check_home_view(view)
-    [lines] = [
-        b["text"]["text"] for b in view["blocks"] if "Approved" in str(b.get("text", ""))
-    ]
+    [lines] = [b["text"]["text"] for b in view["blocks"] if "Approved" in str(b.get("text", ""))]
     first, second = lines.splitlines()
     assert first.startswith(
         "• Approved `deploy` `service=svc0 version=2.3`, asked by <@U0ALICE>, by you · "

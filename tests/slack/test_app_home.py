@@ -360,7 +360,7 @@ async def test_a_vote_cast_leaves_waiting_on_you_and_is_listed_as_one_of_two(
     make_bot: BotFactory,
 ) -> None:
     async with make_bot(agents.two_person_agent, HANDBACK_APPROVERS="S0OPS") as h:
-        asked, interaction = await _ask(h, ALICE)
+        _, interaction = await _ask(h, ALICE)
         assert _listed(await _open(h, BOB)) == {interaction}
         assert _listed(await _open(h, CAROL)) == {interaction}
 
@@ -381,8 +381,8 @@ async def test_a_vote_cast_leaves_waiting_on_you_and_is_listed_as_one_of_two(
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
         carols = str(await _open(h, CAROL))
         assert (
-            f"Approved `deploy` `service=api environment=prod`, asked by <@{ALICE}>, by you with <@{BOB}>"
-            in carols
+            f"Approved `deploy` `service=api environment=prod`, asked by <@{ALICE}>, "
+            f"by you with <@{BOB}>" in carols
         )
 
 
