@@ -472,3 +472,18 @@ secret_agent = Agent(
     tools=[Tool(set_password, requires_approval=True)],
 )
 """An approval whose arguments hold a secret-looking value (shown nowhere)."""
+
+
+two_person_reminding_agent = Agent(
+    name="two_person_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["S0OPS"], count=2, remind_after=300, escalate_to=["U0DAVE"]
+            ),
+        )
+    ],
+)
+"""The two-person rule with reminders: the escalation counts the votes already given."""
