@@ -20,6 +20,7 @@ __all__ = [
     "OpenAIModel",
     "ToolCall",
     "describe_failure",
+    "from_sdk",
     "resolve_model",
 ]
 
@@ -197,10 +198,21 @@ def _usage(usage: Any) -> dict[str, int]:
     }
 
 
+def from_sdk(error: BaseException) -> bool:
+    """Whether the `openai` SDK raised `error` (the server refused, was out of reach, no key):
+    its words say what to fix. Anything else is a fault in a model's own code, whose message
+    may hold whatever it holds (paths, data) and belongs in the log only."""
+    return type(error).__module__.split(".")[0] == "openai"
+
+
 def describe_failure(name: str, error: BaseException, limit: int = 300) -> str:
-    """Why a call to model `name` failed, in one line: the exception's kind, the HTTP status and
-    the server's own message (not the SDK's repr of the whole body), secret-looking parts
-    masked and control characters dropped, since the server's text is not ours."""
+    """Why a call to model `name` failed, in one line that may be shown to people: for the
+    SDK's errors the kind, the HTTP status and the server's own message (not the SDK's repr of
+    the whole body), secret-looking parts masked and control characters dropped, since the
+    server's text is not ours; for any other exception only its kind."""
+    kind = type(error).__name__
+    if not from_sdk(error):
+        return f"the model call to `{name}` failed: {kind} (the details are in the bot's log)"
     status = getattr(error, "status_code", None)
     body = getattr(error, "body", None)
     said: object = None
@@ -209,7 +221,7 @@ def describe_failure(name: str, error: BaseException, limit: int = 300) -> str:
         said = inner.get("message") if isinstance(inner, dict) else body.get("message")
     if not isinstance(said, str) or not said:
         said = str(error) or "no message"
-    kind = type(error).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+    kind += f" (HTTP {status})" if isinstance(status, int) else ""
     text = f"the model call to `{name}` failed: {kind}: {said}"
     text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     text = mask_text(text)

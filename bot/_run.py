@@ -18,7 +18,7 @@ from ._begin import RunBegin, now_ms
 from ._command import command_output
 from ._errors import HandbackError, ModelCallError, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
-from ._model import ModelResponse, ToolCall, describe_failure
+from ._model import ModelResponse, ToolCall, describe_failure, from_sdk
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
 from ._step import Outcome, Step
@@ -163,7 +163,16 @@ class AgentRun(RunBegin):
                 # and a retry with this run id continues from what the journal holds.
                 raise
             except ModelCallError as exc:
-                log.error("run %s of agent %s failed: %s", self.run_id, self.agent.name, exc)
+                # The SDK's words are the whole story; a model's own fault keeps its traceback.
+                cause = exc.__cause__
+                trace = None if cause is None or from_sdk(cause) else cause
+                log.error(
+                    "run %s of agent %s failed: %s",
+                    self.run_id,
+                    self.agent.name,
+                    exc,
+                    exc_info=trace,
+                )
                 _clear_step(run)
                 yield await self._finish(store, run, "error", reason="model", message=str(exc))
             except Exception as exc:

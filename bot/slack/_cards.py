@@ -51,7 +51,9 @@ class Cards:
 
     async def post(
         self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
-    ) -> None:
+    ) -> set[str]:
+        """Store the run's requests and post a card for each still pending; the ids of those
+        a standing grant approved instead (no card), so the turn can say so."""
         now = self.clock()
         placed = [
             InteractionRecord.placed(
@@ -70,20 +72,20 @@ class Cards:
         # add says what each is now, in the same round trip: paused again on one still pending,
         # the record moves on but keeps its card (`message_ts`), created_at and expires_at.
         records: list[InteractionRecord] = []
-        granted = False
+        granted: set[str] = set()
         for record in await self.store.add_interactions(placed):
             if record.status == "pending":
                 records.append(record)
             elif used_grant(record):
                 # A retry of a turn whose first attempt approved this under a grant: no card;
                 # the run's resume is queued below (again: the queue drops a repeat).
-                granted = True
+                granted.add(record.interaction_id)
             # Otherwise answered or closed already (its card, if any, says so): no card either.
         for record in records:
             if record.message_ts:
                 continue
             if await self.grants.answer(record) is not None:
-                granted = True  # Approved under a standing grant: no card.
+                granted.add(record.interaction_id)  # Approved under a standing grant: no card.
                 continue
             card = self.card(record)
             ts = await self.chat.post(
@@ -101,6 +103,7 @@ class Cards:
             self.home_changed(records)
         if granted:
             await self._resume_granted(run_id)
+        return granted
 
     async def _resume_granted(self, run_id: str) -> None:
         """Queue the resume of a run whose approvals grants answered, once nothing else of it

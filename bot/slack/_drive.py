@@ -129,8 +129,6 @@ class Driver:
                     await self._begin_resumed(thread, turn)
             elif isinstance(event, InteractionEvent):
                 interactions.append(event)
-                if turn is not None:
-                    await turn.waiting(event)
             elif turn is None:
                 continue
             elif isinstance(event, DeltaEvent):
@@ -147,9 +145,14 @@ class Driver:
         else:
             slot.run_id = output.run_id
         if output.status.reason == "input_required":
-            if turn is not None:
+            # The cards first, so that the stream's last word on each paused call is what
+            # happened to it (asked on its card, or approved under a standing grant), never a
+            # "waiting" task that would outlive the answer (a stopped stream stays as it is).
+            granted = await self.cards.post(output.run_id, interactions, thread, run.requesters)
+            if turn is not None and not await turn.withdraw("suspended"):
+                for event in interactions:
+                    await turn.asked(event, granted=event.interaction_id in granted)
                 await turn.finish("suspended")
-            await self.cards.post(output.run_id, interactions, thread, run.requesters)
             return
         reply = _reply_text(output)
         if turn is None:

@@ -29,6 +29,7 @@ AGENT_METHODS = {
     "chat.stopStream",
     "chat.postMessage",
     "chat.update",
+    "chat.delete",
     "reactions.add",
 }
 
@@ -70,20 +71,23 @@ async def test_an_approval_shows_as_a_session_that_suspends_and_resumes(
         assert [c.method for c in turn] == [
             "agents.sessions.setStatus",
             "chat.startStream",
-            "chat.appendStream",
-            "chat.stopStream",
             "chat.postMessage",
+            "chat.stopStream",
+            "chat.delete",
         ]
-        status, start, append, stop, card = turn
+        status, start, card, stop, delete = turn
         assert status.args["status"] == "processing"
         assert status.args["title"] == "deploy api to prod"
         assert status.args["initiator_user_id"] == ALICE
         assert start.args["recipient_user_id"] == ALICE
         assert start.args["recipient_team_id"] == slack.team_id
         assert _tasks(start) == [("deploy", "in_progress")]
-        assert _tasks(append) == [("Waiting for approval: deploy", "pending")]
-        assert stop.args["session_status"] == "suspended"
         assert card.args["blocks"] and card.args["thread_ts"] == asked.ts
+        # The stream said nothing the card does not: it goes, and the card is the request.
+        assert stop.args["session_status"] == "suspended"
+        assert delete.args["ts"] == stop.args["ts"]
+        [only] = h.bot_replies(asked.ts)
+        assert only.blocks and not only.chunks
         assert agents.DEPLOYS == []
 
         before = len(slack.calls)
