@@ -8,7 +8,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from state import PendingCall, RunRecord, Store, StoreError
@@ -27,7 +27,7 @@ from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolE
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["AgentRun"]
+__all__ = ["AgentRun", "StoppedCall"]
 
 log = logging.getLogger("handback.agent")
 
@@ -38,6 +38,17 @@ STOPPED = "the run was stopped"
 
 _FAILED_RESULTS = ("Error:", "Denied:", "Interrupted:", "Cancelled:", "Superseded:")
 """How the runtime's results of calls that did not happen begin (`ToolEvent.status` `failed`)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class StoppedCall:
+    """A call of the step a run was in when it was stopped, and what became of it: its result
+    was in (`ran`), its handler had started (`interrupted`: it may or may not have taken
+    effect) or had not (`not_started`)."""
+
+    tool_call_id: str
+    name: str
+    outcome: Literal["ran", "interrupted", "not_started"]
 
 
 class AgentRun(RunBegin):
@@ -83,6 +94,9 @@ class AgentRun(RunBegin):
         """The pause or end of the run is being saved: a cancellation must not undo it."""
         self._stopping = False
         """The run's task was cancelled and the run is saving itself stopped."""
+        self.stopped_calls: list[StoppedCall] = []
+        """When the run was stopped, what became of each call of the step it was in: the
+        thread says whether each tool ran, was stopped before it ran, or was interrupted."""
 
     @property
     def stoppable(self) -> bool:
@@ -346,6 +360,18 @@ class AgentRun(RunBegin):
         valid and a follow-up (`parent_id` = this run) can continue from it.
         """
         if not self._closing:
+            self.stopped_calls = [
+                StoppedCall(
+                    tool_call_id=call.tool_call_id,
+                    name=call.name,
+                    outcome="ran"
+                    if call.tool_call_id in run.results
+                    else "interrupted"
+                    if call.tool_call_id in run.started
+                    else "not_started",
+                )
+                for call in run.pending_calls
+            ]
             run.transcript += closing_results(
                 run, started=INTERRUPTED_BY_STOP, not_started=INTERRUPTED_BY_STOP
             )

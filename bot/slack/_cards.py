@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import blocks
 from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
 
+from .._run import StoppedCall
 from ..events import InteractionEvent
 from ._chat import Chat, is_dm
 from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
+from ._session import mention
 from ._turns import Thread
 
 __all__ = ["Cards"]
@@ -201,6 +203,36 @@ class Cards:
         if self.home_changed is not None:
             self.home_changed([record])
 
+    async def note_stopped(self, parent_id: str, calls: Sequence[StoppedCall], user: str) -> None:
+        """Under each approved card of `parent_id` whose call a stop cut short, a line saying
+        what became of it, so the card never reads as if the tool simply ran."""
+        outcome = {call.tool_call_id: call.outcome for call in calls}
+        for record in await self.store.run_interactions(parent_id):
+            said = outcome.get(str(record.payload.get("tool_call_id", "")))
+            if said is None or record.status != "answered" or not record.message_ts:
+                continue
+            line = {
+                "ran": "it ran before the stop",
+                "interrupted": "it was interrupted while it ran and may or may not have "
+                "taken effect",
+                "not_started": "it was stopped before it ran and did not run",
+            }[said]
+            card = self.card(record)
+            card["blocks"].append(
+                {
+                    "type": "context",
+                    "elements": [
+                        {
+                            "type": "mrkdwn",
+                            "text": f":octagonal_sign: Stopped by {mention(user)}: {line}.",
+                        }
+                    ],
+                }
+            )
+            await self.chat.update(
+                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+            )
+
     async def close_for_stop(
         self, run_id: str, *, user: str, reason: str, answered_too: bool = False
     ) -> list[InteractionRecord]:
@@ -231,5 +263,15 @@ class Cards:
                     detail=reason,
                 )
             )
-            await self.show_closed(shown, note=f":octagonal_sign: This request was {reason}.")
+            await self.show_closed(shown, note=_stopped_note(shown, reason))
         return closed
+
+
+def _stopped_note(record: InteractionRecord, reason: str) -> str:
+    """The line of a card its stop closed: for an approval, that its tool did not run (nothing
+    resumes the request now, answered or not)."""
+    if record.kind != "approval":
+        return f":octagonal_sign: This request was {reason}."
+    name = str(record.payload.get("tool", "the tool")).replace("`", "")[:100]
+    tool = f"`{blocks.escape(name)}`"
+    return f":octagonal_sign: This request was {reason} before {tool} ran: it did not run."

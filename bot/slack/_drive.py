@@ -66,7 +66,7 @@ class Driver:
             stop = await watching  # The watcher cancelled the turn, and ends with it.
             if stop is None:
                 raise
-            await self._stopped(run.run_id, thread, turn, stop)
+            await self._stopped(run, thread, turn, stop)
         finally:
             # The watcher ends with the turn (within one store call), cancelled or not.
             await asyncio.wait([watching])
@@ -99,10 +99,13 @@ class Driver:
         return None
 
     async def _stopped(
-        self, run_id: str, thread: Thread, turn: AgentTurn, stop: ThreadStop
+        self, run: AgentRun, thread: Thread, turn: AgentTurn, stop: ThreadStop
     ) -> None:
         """The run was cancelled by a stop (and saved `cancelled/interrupted`, its open calls
-        closed): the thread continues from it, the session leaves `processing`."""
+        closed): the thread continues from it, the session leaves `processing`, and the thread
+        and each approved call's card say whether its tool ran, was stopped before it ran, or
+        was interrupted while it ran."""
+        run_id = run.run_id
         log.info("run %s in %s/%s stopped by %s", run_id, *_where(thread), stop.user)
         saved = await self.store.load_run(run_id)
         if saved is not None:
@@ -112,9 +115,14 @@ class Driver:
                 await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
         await turn.finish("active")
+        said = [f"{inline(call.name)} {_OUTCOMES[call.outcome]}" for call in run.stopped_calls]
         await self.chat.post(
-            thread.channel, f"Stopped by {mention(stop.user)}.", thread_ts=thread.thread_ts
+            thread.channel,
+            f"Stopped by {mention(stop.user)}" + (": " + "; ".join(said) if said else "") + ".",
+            thread_ts=thread.thread_ts,
         )
+        if run.parent_id is not None and run.stopped_calls:
+            await self.cards.note_stopped(run.parent_id, run.stopped_calls, stop.user)
 
     async def _drive(
         self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
@@ -202,6 +210,18 @@ async def _cancel_until_stopping(run: AgentRun, driving: asyncio.Task[None]) -> 
         await asyncio.wait([driving], timeout=STOP_POLL)
         if not driving.done() and run.stoppable:
             driving.cancel()
+
+
+_OUTCOMES = {
+    "ran": "ran (its result is kept)",
+    "interrupted": "was interrupted while it ran: it may or may not have taken effect",
+    "not_started": "was stopped before it ran: it did not run",
+}
+
+
+def inline(name: str) -> str:
+    """A tool name as inline code (escaped: an MCP server names its own tools)."""
+    return f"`{escape(name.replace('`', ''))}`"
 
 
 def _reply_text(output: OutputEvent) -> str:

@@ -308,7 +308,9 @@ async def test_the_stop_button_stops_the_turn(browser_page: Any) -> None:
         )
         await page.locator("#thread-status .stop").click()
         await expect(chip).to_have_attribute("data-status", "active")
-        await expect(page.locator("#thread")).to_contain_text("Stopped by @alice.")
+        await expect(page.locator("#thread")).to_contain_text(
+            "Stopped by @alice: restart was interrupted while it ran"
+        )
         await expect(page.locator("#thread-status .stop")).to_have_count(0)
         held.release.set()
         await asyncio.sleep(0.1)

@@ -258,7 +258,10 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         assert not gate.ended
         session = slack.sessions[(CHANNEL, asked.ts)]
         assert session.status == "active"
-        assert h.texts(asked.ts)[-1] == f"Stopped by <@{ALICE}>."
+        assert h.texts(asked.ts)[-1] == (
+            f"Stopped by <@{ALICE}>: `restart` was interrupted while it ran: it may or may not "
+            "have taken effect."
+        )
         run_id = await h.store.get_thread_run(CHANNEL, asked.ts)
         assert run_id is not None
         run = await h.store.load_run(run_id)
@@ -274,7 +277,8 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         await asyncio.sleep(3 * STOP_POLL)
         gate.release.set()
         await h.bot.drain()
-        assert h.texts(asked.ts)[-2:] == [f"Stopped by <@{ALICE}>.", "Tool said: restarted api"]
+        assert h.texts(asked.ts)[-1] == "Tool said: restarted api"
+        assert h.texts(asked.ts)[-2].startswith(f"Stopped by <@{ALICE}>: `restart` was interrupted")
 
 
 async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
@@ -309,7 +313,17 @@ async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
             assert (await slack.press_stop(stopper, CHANNEL, asked.ts)).status == 200
             await asyncio.wait_for(h.bot.drain(), timeout=5)
             assert time.monotonic() - pressed < 1.0
-            assert h.texts(asked.ts)[-1] == f"Stopped by <@{stopper}>."
+            assert h.texts(asked.ts)[-1] == (
+                f"Stopped by <@{stopper}>: `restart` was interrupted while it ran: it may or "
+                "may not have taken effect."
+            )
+            # The approved card says so too: it does not read as if the tool simply ran.
+            card = slack.message(CHANNEL, h.card(asked.ts).ts)
+            assert card is not None and "Approved" in str(card.blocks)
+            assert (
+                f":octagonal_sign: Stopped by <@{stopper}>: it was interrupted while it ran and "
+                "may or may not have taken effect." in str(card.blocks)
+            )
             assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
         gate.release.set()
         assert not gate.ended
@@ -324,7 +338,10 @@ async def test_stop_closes_the_open_card_and_cancels_its_run(
         await slack.press_stop(ALICE, CHANNEL, asked.ts)
         await h.bot.drain()
         closed = slack.message(CHANNEL, card.ts)
-        assert closed is not None and f"stopped by <@{ALICE}>" in str(closed.blocks)
+        assert closed is not None
+        assert f"This request was stopped by <@{ALICE}> before `deploy` ran: it did not run." in (
+            str(closed.blocks)
+        )
         assert ACTION_APPROVE not in str(closed.blocks)
         assert agents.DEPLOYS == []
         stored = await h.store.get_interaction(h.interaction_id(card))
