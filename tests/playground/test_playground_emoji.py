@@ -12,7 +12,8 @@ SHORTCODE = re.compile(r"""["' ]:([a-z0-9_+-]+):[ "']""")
 
 def playground_emoji() -> set[str]:
     script = (ROOT / "bot/playground/playground.js").read_text()
-    table = script[script.index("const EMOJI = {") : script.index("};", script.index("const EMOJI"))]
+    start = script.index("const EMOJI = {")
+    table = script[start : script.index("};", start)]
     return set(re.findall(r'"?([a-z0-9_+-]+)"?:\s*"', table))
 
 
