@@ -206,13 +206,11 @@ def from_sdk(error: BaseException) -> bool:
 
 
 def describe_failure(name: str, error: BaseException, limit: int = 300) -> str:
-    """Why a call to model `name` failed, in one line that may be shown to people: for the
-    SDK's errors the kind, the HTTP status and the server's own message (not the SDK's repr of
+    """Why a call to model `name` failed (`error` is the SDK's), in one line that may be shown
+    to people: the kind, the HTTP status and the server's own message (not the SDK's repr of
     the whole body), secret-looking parts masked and control characters dropped, since the
-    server's text is not ours; for any other exception only its kind."""
+    server's text is not ours."""
     kind = type(error).__name__
-    if not from_sdk(error):
-        return f"the model call to `{name}` failed: {kind} (the details are in the bot's log)"
     status = getattr(error, "status_code", None)
     body = getattr(error, "body", None)
     said: object = None

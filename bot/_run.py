@@ -16,7 +16,7 @@ from state import PendingCall, RunRecord, Store, StoreError
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
 from ._command import command_output
-from ._errors import HandbackError, ModelCallError, UsageError
+from ._errors import ModelCallError, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
 from ._model import ModelResponse, ToolCall, describe_failure, from_sdk
 from ._nested import cancel_nested
@@ -177,16 +177,8 @@ class AgentRun(RunBegin):
                 # and a retry with this run id continues from what the journal holds.
                 raise
             except ModelCallError as exc:
-                # The SDK's words are the whole story; a model's own fault keeps its traceback.
-                cause = exc.__cause__
-                trace = None if cause is None or from_sdk(cause) else cause
-                log.error(
-                    "run %s of agent %s failed: %s",
-                    self.run_id,
-                    self.agent.name,
-                    exc,
-                    exc_info=trace,
-                )
+                # The SDK's words are the whole story: one line, no traceback through the SDK.
+                log.error("run %s of agent %s failed: %s", self.run_id, self.agent.name, exc)
                 _clear_step(run)
                 yield await self._finish(store, run, "error", reason="model", message=str(exc))
             except Exception as exc:
@@ -244,11 +236,11 @@ class AgentRun(RunBegin):
                     item = await anext(replies)
                 except StopAsyncIteration:
                     break
-                except (StoreError, HandbackError):
-                    raise
                 except Exception as exc:
-                    # Said in one line (thread and log): the cause, not a traceback through
-                    # the SDK; a scripted model's own errors (UsageError) stay as they are.
+                    if not from_sdk(exc):
+                        raise  # a model's own fault: `exception`, with its traceback logged
+                    # The SDK's words say what to fix: one line in the thread and the log, not
+                    # a traceback through the SDK.
                     raise ModelCallError(describe_failure(agent.model.name, exc)) from exc
                 if isinstance(item, str):
                     yield DeltaEvent(run_id=self.run_id, path=self.path, text=item)
