@@ -18,7 +18,8 @@ from ._card import controls
 from ._ids import ACTION_MORE, ACTION_REVOKE, block_id, parse_action_id
 from ._outcome import approval_outcome
 from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
-from ._text import cut_mrkdwn, date_token, inline_code, mention, plain, slack_len
+from ._text import cut_mrkdwn, date_token, inline_code, mention, plain, slack_len, to_display
+from ._votes import approvers_needed, names
 
 __all__ = [
     "HOME_BLOCK_LIMIT",
@@ -50,6 +51,9 @@ class Decision:
 
     entry: AuditEntry
     record: InteractionRecord | None = None
+    arguments: str | None = None
+    """The request's arguments as they may be shown (`k=v` pairs, secret-looking values
+    already hidden by the caller); None shows none: raw arguments are never drawn here."""
 
     @property
     def under_grant(self) -> bool:
@@ -98,24 +102,36 @@ def _waiting_blocks(record: InteractionRecord, base_url: str | None) -> list[dic
 
 
 def _decision_line(decision: Decision) -> str:
+    """One line per answer: what (the tool and its arguments, or the question), who asked,
+    who decided (you, with the other voters of a two-person rule) and when, so that five
+    deploys are five different lines."""
     entry, record = decision.entry, decision.record
     when = date_token(entry.at)
     if record is None:
         what = inline_code(entry.interaction_id or "a request", 80)
         return f"• {what}: {cut_mrkdwn(entry.detail, 120)} · {when}"
+    asked = f"asked by {mention(record.requester)}" if record.requester else "asked"
+    if record.kind != "approval":
+        return f"• Answered {fallback(record)}, {asked} · {when}"
+    what = inline_code(to_display(record.payload.get("tool", "?")), 80)
+    if decision.arguments:
+        what += " " + inline_code(decision.arguments, 160)
     if decision.under_grant:
         grant = inline_code(used_grant(record) or "a grant", 40)
+        return f"• Ran {what}, {asked}, under your grant {grant} · {when}"
+    others = [vote.user for vote in record.votes if vote.user != entry.user]
+    who = "you" + (f" with {names(others)}" if others else "")
+    if record.status == "pending":
+        # A vote under a two-person rule: counted, and the request still waits for more.
+        needed = approvers_needed(record)
         return (
-            f"• {fallback(record)}, requested by {mention(record.requester)}, "
-            f"under your grant {grant} · {when}"
+            f"• Approved {what}, {asked}, by {who} ({len(record.votes)} of {needed}), waiting "
+            f"for more approvers · {when}"
         )
-    if record.kind == "approval":
-        if record.status == "pending":
-            # A vote under a two-person rule: counted, and the request still waits for more.
-            return f"• Approved {fallback(record)}, waiting for more approvers · {when}"
-        verb, _ = approval_outcome(record.answer)
-        return f"• {verb} {fallback(record)} · {when}"
-    return f"• Answered {fallback(record)} · {when}"
+    verb, _ = approval_outcome(record.answer)
+    if verb != "Approved":
+        who = "you"
+    return f"• {verb} {what}, {asked}, by {who} · {when}"
 
 
 def _lines_section(lines: Sequence[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
+from ._model import OpenAIModel
 from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
@@ -34,6 +35,7 @@ __all__ = [
     "ConfigFileError",
     "HandbackError",
     "InvalidResumeValue",
+    "OpenAIModel",
     "ResumeError",
     "RunAlreadyResumed",
     "RunNotFound",

@@ -9,6 +9,7 @@
     │   ValueError)               (defined in `state`, which raises it too)
     ├── ApprovalPolicyError       a tool's approval policy raised or returned something other
     │                             than a bool; the run ends `error` and the tool never runs
+    ├── ModelCallError            a call to the model failed; its message says why in one line
     └── ResumeError               a resume was refused before any handler ran; the run is intact
         ├── RunNotFound           no run with that `parent_id` in the store
         ├── RunNotPaused          the parent ended (success, error, cancelled); nothing to resume
@@ -28,6 +29,7 @@ __all__ = [
     "ApprovalPolicyError",
     "HandbackError",
     "InvalidResumeValue",
+    "ModelCallError",
     "ResumeError",
     "RunAlreadyResumed",
     "RunNotFound",
@@ -35,6 +37,11 @@ __all__ = [
     "UnknownInteraction",
     "UsageError",
 ]
+
+
+class ModelCallError(HandbackError):
+    """A call to the agent's model failed (refused, out of reach, no key); the run ends `error`
+    with this one line as its message, and the thread shows it."""
 
 
 class ApprovalPolicyError(HandbackError):

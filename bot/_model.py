@@ -9,11 +9,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import UsageError
+from ._redact import mask_text
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["Model", "ModelResponse", "OpenAIModel", "ToolCall", "resolve_model"]
+__all__ = [
+    "Model",
+    "ModelResponse",
+    "OpenAIModel",
+    "ToolCall",
+    "describe_failure",
+    "from_sdk",
+    "resolve_model",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -67,6 +76,17 @@ class OpenAIModel:
         self._per_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[AsyncOpenAI, AsyncGenerator[None, None]]
         ] = weakref.WeakKeyDictionary()
+
+    @property
+    def own_client(self) -> bool:
+        """Whether the client is made here from the environment (OPENAI_API_KEY,
+        OPENAI_BASE_URL), not given (an `AsyncAzureOpenAI`, say)."""
+        return self._client is None
+
+    @property
+    def base_url(self) -> str | None:
+        """Where a given client sends its calls; None for the environment's."""
+        return None if self._client is None else str(self._client.base_url)
 
     async def client(self) -> AsyncOpenAI:
         """The given client, else one per event loop: an HTTP client's connections belong to
@@ -176,6 +196,34 @@ def _usage(usage: Any) -> dict[str, int]:
         "completion_tokens": int(usage.completion_tokens or 0),
         "total_tokens": int(usage.total_tokens or 0),
     }
+
+
+def from_sdk(error: BaseException) -> bool:
+    """Whether the `openai` SDK raised `error` (the server refused, was out of reach, no key):
+    its words say what to fix. Anything else is a fault in a model's own code, whose message
+    may hold whatever it holds (paths, data) and belongs in the log only."""
+    return type(error).__module__.split(".")[0] == "openai"
+
+
+def describe_failure(name: str, error: BaseException, limit: int = 300) -> str:
+    """Why a call to model `name` failed (`error` is the SDK's), in one line that may be shown
+    to people: the kind, the HTTP status and the server's own message (not the SDK's repr of
+    the whole body), secret-looking parts masked and control characters dropped, since the
+    server's text is not ours."""
+    kind = type(error).__name__
+    status = getattr(error, "status_code", None)
+    body = getattr(error, "body", None)
+    said: object = None
+    if isinstance(body, dict):
+        inner = body.get("error")
+        said = inner.get("message") if isinstance(inner, dict) else body.get("message")
+    if not isinstance(said, str) or not said:
+        said = str(error) or "no message"
+    kind += f" (HTTP {status})" if isinstance(status, int) else ""
+    text = f"the model call to `{name}` failed: {kind}: {said}"
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    text = mask_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def resolve_model(model: str | Model) -> Model:

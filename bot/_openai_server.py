@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from aiohttp import web
@@ -22,19 +22,39 @@ Script = Callable[[list[dict[str, Any]]], ScriptReply | Awaitable[ScriptReply]]
 
 
 class OpenAICompatServer:
-    """`/v1/chat/completions` and `/v1/models` on 127.0.0.1; an async context manager."""
+    """`/v1/chat/completions` and `/v1/models` on 127.0.0.1; an async context manager.
+
+    By default any model name is served and tools are accepted. `models=` makes it answer
+    like OpenAI for a name it does not serve (404 `model_not_found`), and `tools=False` like a
+    vLLM started without `--enable-auto-tool-choice` (400 for any request carrying tools), so
+    `handback doctor` can be tested against both refusals.
+    """
 
     def __init__(
-        self, fn: Script, *, host: str = "127.0.0.1", port: int = 0, model: str = "scripted"
+        self,
+        fn: Script,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = "scripted",
+        models: Collection[str] | None = None,
+        tools: bool = True,
     ) -> None:
         self.fn = fn
         self.host = host
         self.port = port
         self.model = model
+        self.models = None if models is None else frozenset(models)
+        self.tools = tools
         self.requests: list[dict[str, Any]] = []
         """Every request body received, in order."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
+        # Azure OpenAI's own route: the deployment in the path, `api-version` in the query, the
+        # key in an `api-key` header (what `openai.AsyncAzureOpenAI` sends).
+        app.router.add_post(
+            "/openai/deployments/{deployment}/chat/completions", self._azure_completions
+        )
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None)
 
@@ -60,13 +80,60 @@ class OpenAICompatServer:
         await self.aclose()
 
     async def _models(self, request: web.Request) -> web.Response:
+        names = sorted(self.models) if self.models is not None else [self.model]
         return web.json_response(
-            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            {"object": "list", "data": [{"id": name, "object": "model"} for name in names]}
         )
 
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
+    def _refusal(self, body: dict[str, Any]) -> web.Response | None:
+        """What a real server says to a model it does not serve, or to tools it cannot call."""
+        name = body.get("model")
+        if self.models is not None and name not in self.models:
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"The model `{name}` does not exist or you do not have "
+                        "access to it.",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": "model_not_found",
+                    }
+                },
+                status=404,
+            )
+        if not self.tools and body.get("tools"):
+            return web.json_response(
+                {
+                    "object": "error",
+                    "message": '"auto" tool choice requires --enable-auto-tool-choice and '
+                    "--tool-call-parser to be set",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                },
+                status=400,
+            )
+        return None
+
+    @property
+    def azure_endpoint(self) -> str:
+        """What `AsyncAzureOpenAI(azure_endpoint=...)` must be given."""
+        return f"http://{self.host}:{self.port}"
+
+    async def _azure_completions(self, request: web.Request) -> web.StreamResponse:
+        if not request.query.get("api-version") or not request.headers.get("api-key"):
+            return web.json_response(
+                {"error": {"code": "404", "message": "Resource not found"}}, status=404
+            )
+        return await self._completions(request, model=request.match_info["deployment"])
+
+    async def _completions(
+        self, request: web.Request, *, model: str | None = None
+    ) -> web.StreamResponse:
         try:
             body = await request.json()
+            if model is not None:  # Azure serves the deployment of the path, whatever the body
+                body["model"] = model
             messages = body["messages"]
         except (ValueError, KeyError, TypeError):
             messages = None
@@ -83,6 +150,9 @@ class OpenAICompatServer:
                 status=400,
             )
         self.requests.append(body)
+        refused = self._refusal(body)
+        if refused is not None:
+            return refused
         reply = self.fn(messages)
         if inspect.isawaitable(reply):
             reply = await reply

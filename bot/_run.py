@@ -8,7 +8,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from state import PendingCall, RunRecord, Store, StoreError
@@ -16,9 +16,9 @@ from state import PendingCall, RunRecord, Store, StoreError
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
 from ._command import command_output
-from ._errors import UsageError
+from ._errors import ModelCallError, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
-from ._model import ModelResponse, ToolCall
+from ._model import ModelResponse, ToolCall, describe_failure, from_sdk
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
 from ._step import Outcome, Step
@@ -27,7 +27,7 @@ from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolE
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["AgentRun"]
+__all__ = ["AgentRun", "StoppedCall"]
 
 log = logging.getLogger("handback.agent")
 
@@ -38,6 +38,17 @@ STOPPED = "the run was stopped"
 
 _FAILED_RESULTS = ("Error:", "Denied:", "Interrupted:", "Cancelled:", "Superseded:")
 """How the runtime's results of calls that did not happen begin (`ToolEvent.status` `failed`)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class StoppedCall:
+    """A call of the step a run was in when it was stopped, and what became of it: its result
+    was in (`ran`), its handler had started (`interrupted`: it may or may not have taken
+    effect) or had not (`not_started`)."""
+
+    tool_call_id: str
+    name: str
+    outcome: Literal["ran", "interrupted", "not_started"]
 
 
 class AgentRun(RunBegin):
@@ -87,6 +98,9 @@ class AgentRun(RunBegin):
         """The pause or end of the run is being saved: a cancellation must not undo it."""
         self._stopping = False
         """The run's task was cancelled and the run is saving itself stopped."""
+        self.stopped_calls: list[StoppedCall] = []
+        """When the run was stopped, what became of each call of the step it was in: the
+        thread says whether each tool ran, was stopped before it ran, or was interrupted."""
 
     @property
     def stoppable(self) -> bool:
@@ -166,6 +180,11 @@ class AgentRun(RunBegin):
                 # The store failed, not the run: saving it `error` would need the store too,
                 # and a retry with this run id continues from what the journal holds.
                 raise
+            except ModelCallError as exc:
+                # The SDK's words are the whole story: one line, no traceback through the SDK.
+                log.error("run %s of agent %s failed: %s", self.run_id, self.agent.name, exc)
+                _clear_step(run)
+                yield await self._finish(store, run, "error", reason="model", message=str(exc))
             except Exception as exc:
                 # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
                 log.exception("run %s of agent %s failed", self.run_id, self.agent.name)
@@ -215,8 +234,22 @@ class AgentRun(RunBegin):
                 return
             iterations += 1
             response: ModelResponse | None = None
-            specs = [tool.spec() for tool in agent.tools_in(self.channel).values()]
-            async for item in agent.model.respond(run.transcript, specs, stream=stream):
+            replies = agent.model.respond(
+                run.transcript,
+                [tool.spec() for tool in agent.tools_in(self.channel).values()],
+                stream=stream,
+            )
+            while True:
+                try:
+                    item = await anext(replies)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    if not from_sdk(exc):
+                        raise  # a model's own fault: `exception`, with its traceback logged
+                    # The SDK's words say what to fix: one line in the thread and the log, not
+                    # a traceback through the SDK.
+                    raise ModelCallError(describe_failure(agent.model.name, exc)) from exc
                 if isinstance(item, str):
                     yield DeltaEvent(run_id=self.run_id, path=self.path, text=item)
                 else:
@@ -330,6 +363,18 @@ class AgentRun(RunBegin):
         valid and a follow-up (`parent_id` = this run) can continue from it.
         """
         if not self._closing:
+            self.stopped_calls = [
+                StoppedCall(
+                    tool_call_id=call.tool_call_id,
+                    name=call.name,
+                    outcome="ran"
+                    if call.tool_call_id in run.results
+                    else "interrupted"
+                    if call.tool_call_id in run.started
+                    else "not_started",
+                )
+                for call in run.pending_calls
+            ]
             run.transcript += closing_results(
                 run, started=INTERRUPTED_BY_STOP, not_started=INTERRUPTED_BY_STOP
             )

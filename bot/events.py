@@ -87,7 +87,8 @@ def _interaction_fields(source: object) -> dict[str, Any]:
 class RunStatus(BaseModel):
     """How a run ended. `reason` says why: for `cancelled`, `input_required` (paused, waiting for
     the interactions emitted before), `cancelled` (an answer was `Cancel`) or `interrupted` (the
-    task running it was cancelled); for `error`, `exception` or `max_iterations`."""
+    task running it was cancelled); for `error`, `model` (a model call failed: `message` says
+    why in one line), `exception` or `max_iterations`."""
 
     code: Literal["success", "error", "cancelled"]
     reason: str | None = None

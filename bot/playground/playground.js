@@ -79,7 +79,14 @@
     warning: "⚠️", no_entry: "⛔", thinking_face: "🤔", robot_face: "🤖", tada: "🎉",
     speech_balloon: "💬", question: "❓", lock: "🔒", stopwatch: "⏱️", memo: "📝",
     no_entry_sign: "🚫", clock1: "🕐", alarm_clock: "⏰", arrows_counterclockwise: "🔄",
-    bell: "🔔", arrow_up: "⬆️",
+    bell: "🔔", arrow_up: "⬆️", unlock: "🔓", key: "🔑", octagonal_sign: "🛑",
+    information_source: "ℹ️", hourglass_done: "⌛", gear: "⚙️", wrench: "🔧",
+    hammer_and_wrench: "🛠️", fire: "🔥", bulb: "💡", pencil2: "✏️", mag: "🔍",
+    large_green_circle: "🟢", red_circle: "🔴", large_yellow_circle: "🟡", point_right: "👉",
+    raised_hand: "✋", ok_hand: "👌", wave: "👋", clipboard: "📋", calendar: "📆",
+    package: "📦", link: "🔗", shield: "🛡️", sparkles: "✨", zap: "⚡", boom: "💥",
+    arrow_right: "➡️", arrow_down: "⬇️", heavy_plus_sign: "➕", heavy_minus_sign: "➖",
+    construction: "🚧", bug: "🐛", checkered_flag: "🏁", hourglass_not_done: "⏳",
   };
 
 

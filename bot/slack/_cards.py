@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import blocks
 from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
 
+from .._run import StoppedCall
 from ..events import InteractionEvent
 from ._chat import Chat, is_dm
 from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
+from ._session import mention
 from ._turns import Thread
 
 __all__ = ["Cards"]
@@ -51,7 +53,9 @@ class Cards:
 
     async def post(
         self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
-    ) -> None:
+    ) -> set[str]:
+        """Store the run's requests and post a card for each still pending; the ids of those
+        a standing grant approved instead (no card), so the turn can say so."""
         now = self.clock()
         placed = [
             InteractionRecord.placed(
@@ -70,20 +74,20 @@ class Cards:
         # add says what each is now, in the same round trip: paused again on one still pending,
         # the record moves on but keeps its card (`message_ts`), created_at and expires_at.
         records: list[InteractionRecord] = []
-        granted = False
+        granted: set[str] = set()
         for record in await self.store.add_interactions(placed):
             if record.status == "pending":
                 records.append(record)
             elif used_grant(record):
                 # A retry of a turn whose first attempt approved this under a grant: no card;
                 # the run's resume is queued below (again: the queue drops a repeat).
-                granted = True
+                granted.add(record.interaction_id)
             # Otherwise answered or closed already (its card, if any, says so): no card either.
         for record in records:
             if record.message_ts:
                 continue
             if await self.grants.answer(record) is not None:
-                granted = True  # Approved under a standing grant: no card.
+                granted.add(record.interaction_id)  # Approved under a standing grant: no card.
                 continue
             card = self.card(record)
             ts = await self.chat.post(
@@ -101,6 +105,7 @@ class Cards:
             self.home_changed(records)
         if granted:
             await self._resume_granted(run_id)
+        return granted
 
     async def _resume_granted(self, run_id: str) -> None:
         """Queue the resume of a run whose approvals grants answered, once nothing else of it
@@ -198,6 +203,36 @@ class Cards:
         if self.home_changed is not None:
             self.home_changed([record])
 
+    async def note_stopped(self, parent_id: str, calls: Sequence[StoppedCall], user: str) -> None:
+        """Under each approved card of `parent_id` whose call a stop cut short, a line saying
+        what became of it, so the card never reads as if the tool simply ran."""
+        outcome = {call.tool_call_id: call.outcome for call in calls}
+        for record in await self.store.run_interactions(parent_id):
+            said = outcome.get(str(record.payload.get("tool_call_id", "")))
+            if said is None or record.status != "answered" or not record.message_ts:
+                continue
+            line = {
+                "ran": "it ran before the stop",
+                "interrupted": "it was interrupted while it ran and may or may not have "
+                "taken effect",
+                "not_started": "it was stopped before it ran and did not run",
+            }[said]
+            card = self.card(record)
+            card["blocks"].append(
+                {
+                    "type": "context",
+                    "elements": [
+                        {
+                            "type": "mrkdwn",
+                            "text": f":octagonal_sign: Stopped by {mention(user)}: {line}.",
+                        }
+                    ],
+                }
+            )
+            await self.chat.update(
+                record.channel, record.message_ts, card["text"], blocks=card["blocks"]
+            )
+
     async def close_for_stop(
         self, run_id: str, *, user: str, reason: str, answered_too: bool = False
     ) -> list[InteractionRecord]:
@@ -228,7 +263,7 @@ class Cards:
                     detail=reason,
                 )
             )
-            await self.show_closed(shown, note=f":octagonal_sign: This request was {reason}.")
+            await self.show_closed(shown, note=_stopped_note(shown, reason))
         return closed
 
 
@@ -239,3 +274,13 @@ def _expiry(payload: dict[str, Any], default: float) -> float:
     if isinstance(stated, int | float) and not isinstance(stated, bool) and stated < default:
         return float(stated)
     return default
+
+
+def _stopped_note(record: InteractionRecord, reason: str) -> str:
+    """The line of a card its stop closed: for an approval, that its tool did not run (nothing
+    resumes the request now, answered or not)."""
+    if record.kind != "approval":
+        return f":octagonal_sign: This request was {reason}."
+    name = str(record.payload.get("tool", "the tool")).replace("`", "")[:100]
+    tool = f"`{blocks.escape(name)}`"
+    return f":octagonal_sign: This request was {reason} before {tool} ran: it did not run."

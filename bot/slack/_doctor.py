@@ -28,6 +28,7 @@ from ._app import make_client
 from ._card_fit import Sent, card_kinds, offline_problems, slack_problems
 from ._gates import gate_rules, unknown_tool_names
 from ._manifest import BOT_SCOPES
+from ._model_probe import probe_model
 from ._serve import check_model
 from ._settings import ConfigError, Settings, unknown_variables
 
@@ -50,7 +51,7 @@ class Check:
 
 async def diagnose(settings: Settings, agent: Agent) -> list[Check]:
     """Every check, in the order an operator fixes things: mode, model, store, Slack, people."""
-    checks = [_mode(settings), _model(settings, agent), await _store(settings)]
+    checks = [_mode(settings), await _model(settings, agent), await _store(settings)]
     client = make_client(settings)
     async with aiohttp.ClientSession() as session:
         client.session = session
@@ -106,18 +107,20 @@ def _mode(settings: Settings) -> Check:
     )
 
 
-def _model(settings: Settings, agent: Agent) -> Check:
+async def _model(settings: Settings, agent: Agent) -> Check:
     try:
         check_model(agent, settings)
     except ConfigError as error:
         return Check(status="FAIL", name="model", detail=f"{error}: set it in the environment")
     model = agent.model
-    if isinstance(model, OpenAIModel):
-        where = settings.openai_base_url or "api.openai.com"
-        detail = f"agent `{agent.name}` uses `openai/{model.name}` at {where}"
-    else:
-        detail = f"agent `{agent.name}` uses `{model.name}`"
-    return Check(status="ok", name="model", detail=detail)
+    if not isinstance(model, OpenAIModel):
+        return Check(status="ok", name="model", detail=f"agent `{agent.name}` uses `{model.name}`")
+    where = model.base_url or settings.openai_base_url or "api.openai.com"
+    uses = f"agent `{agent.name}` uses `openai/{model.name}` at {where}"
+    probe = await probe_model(model)
+    return Check(
+        status="ok" if probe.ok else "FAIL", name="model", detail=f"{uses}: {probe.detail}"
+    )
 
 
 async def _store(settings: Settings) -> Check:

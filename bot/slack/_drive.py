@@ -66,7 +66,7 @@ class Driver:
             stop = await watching  # The watcher cancelled the turn, and ends with it.
             if stop is None:
                 raise
-            await self._stopped(run.run_id, thread, turn, stop)
+            await self._stopped(run, thread, turn, stop)
         finally:
             # The watcher ends with the turn (within one store call), cancelled or not.
             await asyncio.wait([watching])
@@ -99,10 +99,13 @@ class Driver:
         return None
 
     async def _stopped(
-        self, run_id: str, thread: Thread, turn: AgentTurn, stop: ThreadStop
+        self, run: AgentRun, thread: Thread, turn: AgentTurn, stop: ThreadStop
     ) -> None:
         """The run was cancelled by a stop (and saved `cancelled/interrupted`, its open calls
-        closed): the thread continues from it, the session leaves `processing`."""
+        closed): the thread continues from it, the session leaves `processing`, and the thread
+        and each approved call's card say whether its tool ran, was stopped before it ran, or
+        was interrupted while it ran."""
+        run_id = run.run_id
         log.info("run %s in %s/%s stopped by %s", run_id, *_where(thread), stop.user)
         saved = await self.store.load_run(run_id)
         if saved is not None:
@@ -112,9 +115,14 @@ class Driver:
                 await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             await self.store.set_thread_run(thread.channel, thread.thread_ts, run_id)
         await turn.finish("active")
+        said = [f"{inline(call.name)} {_OUTCOMES[call.outcome]}" for call in run.stopped_calls]
         await self.chat.post(
-            thread.channel, f"Stopped by {mention(stop.user)}.", thread_ts=thread.thread_ts
+            thread.channel,
+            f"Stopped by {mention(stop.user)}" + (": " + "; ".join(said) if said else "") + ".",
+            thread_ts=thread.thread_ts,
         )
+        if run.parent_id is not None and run.stopped_calls:
+            await self.cards.note_stopped(run.parent_id, run.stopped_calls, stop.user)
 
     async def _drive(
         self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
@@ -129,8 +137,6 @@ class Driver:
                     await self._begin_resumed(thread, turn)
             elif isinstance(event, InteractionEvent):
                 interactions.append(event)
-                if turn is not None:
-                    await turn.waiting(event)
             elif turn is None:
                 continue
             elif isinstance(event, DeltaEvent):
@@ -147,9 +153,14 @@ class Driver:
         else:
             slot.run_id = output.run_id
         if output.status.reason == "input_required":
-            if turn is not None:
+            # The cards first, so that the stream's last word on each paused call is what
+            # happened to it (asked on its card, or approved under a standing grant), never a
+            # "waiting" task that would outlive the answer (a stopped stream stays as it is).
+            granted = await self.cards.post(output.run_id, interactions, thread, run.requesters)
+            if turn is not None and not await turn.withdraw("suspended"):
+                for event in interactions:
+                    await turn.asked(event, granted=event.interaction_id in granted)
                 await turn.finish("suspended")
-            await self.cards.post(output.run_id, interactions, thread, run.requesters)
             return
         reply = _reply_text(output)
         if turn is None:
@@ -159,7 +170,8 @@ class Driver:
         else:
             await turn.markdown(("\n\n" if turn.shown else "") + reply)
             await self._finish(thread, turn)
-        if output.status.code == "error":
+        if output.status.code == "error" and output.status.reason != "model":
+            # A failed model call was logged by the runtime in the line the thread shows.
             log.error("run %s ended in error: %s", output.run_id, output.error)
 
     async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
@@ -200,6 +212,18 @@ async def _cancel_until_stopping(run: AgentRun, driving: asyncio.Task[None]) -> 
             driving.cancel()
 
 
+_OUTCOMES = {
+    "ran": "ran (its result is kept)",
+    "interrupted": "was interrupted while it ran: it may or may not have taken effect",
+    "not_started": "was stopped before it ran: it did not run",
+}
+
+
+def inline(name: str) -> str:
+    """A tool name as inline code (escaped: an MCP server names its own tools)."""
+    return f"`{escape(name.replace('`', ''))}`"
+
+
 def _reply_text(output: OutputEvent) -> str:
     status = output.status
     if status.code == "success":
@@ -209,6 +233,10 @@ def _reply_text(output: OutputEvent) -> str:
     if status.code == "cancelled":
         why = f" ({_escape_keeping_mentions(status.message)})" if status.message else ""
         return f"Stopped{why}."
+    if status.reason == "model" and status.message:
+        # Our one line (the SDK's kind, the HTTP status, the server's words, masked): the
+        # person sees why, and what to fix is then the operator's to read in the same words.
+        return f"Sorry, that did not work out: {escape(status.message.rstrip('.'))}."
     return "Sorry, that did not work out: the run failed. The details are in the bot's log."
 
 

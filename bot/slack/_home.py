@@ -14,6 +14,7 @@ card's checks.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +24,7 @@ import blocks
 from blocks import Decision
 from state import HOME_VIEWER_TTL, CorruptRecordError, InteractionRecord, Store
 
+from .._redact import redact
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupLookupFailed, GroupMembers, is_member
 from ._tasks import Background
@@ -143,6 +145,10 @@ class Home:
         for record in await self.store.pending_interactions(limit=_PENDING_SCAN):
             if record.expires_at <= now or not record.channel:
                 continue
+            if any(vote.user == user for vote in record.votes):
+                # Their vote is counted (a rule that needs several): nothing is left for them
+                # to do, and a second click is refused; it waits on the others.
+                continue
             if await self.refusal(record, user) is None:
                 found.append(record)
         return found
@@ -182,7 +188,7 @@ class Home:
                     record = await self.store.get_interaction(entry.interaction_id)
                 except CorruptRecordError:
                     log.warning("cannot read %s for a Home view", entry.interaction_id)
-            decided.append(Decision(entry=entry, record=record))
+            decided.append(Decision(entry=entry, record=record, arguments=_shown(record)))
             if len(decided) == _DECIDED:
                 break
         return decided
@@ -204,3 +210,18 @@ class Home:
                     published += await self.publish(user)
                     break
         return published
+
+
+def _shown(record: InteractionRecord | None) -> str | None:
+    """An approval's arguments as `k=v` pairs, secret-looking values hidden (the runtime hid the
+    tool's own `redact` names already), for the "Recently decided" line."""
+    if record is None or record.kind != "approval":
+        return None
+    arguments = record.payload.get("arguments")
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    hidden = redact(arguments)
+    return " ".join(
+        f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}"
+        for key, value in hidden.items()
+    )

@@ -47,7 +47,8 @@ def check_agent(agent: Agent, settings: Settings) -> None:
 
 def check_model(agent: Agent, settings: Settings) -> None:
     """What the agent's model needs from the environment (the OpenAI key)."""
-    if isinstance(agent.model, OpenAIModel) and settings.openai_api_key is None:
+    model = agent.model
+    if isinstance(model, OpenAIModel) and model.own_client and settings.openai_api_key is None:
         raise ConfigError(
             f"OPENAI_API_KEY is missing (agent `{agent.name}` uses model "
             f"`openai/{agent.model.name}`)"

@@ -97,6 +97,8 @@ class AgentTurn:
         self._pending_chars = 0
         self._sent_at = clock()
         self._text_seen = False
+        self._ran = False
+        """Whether a tool call of this turn ended in its stream (a result worth keeping)."""
 
     # ------------------------------------------------------------------ status
 
@@ -157,16 +159,22 @@ class AgentTurn:
     async def tool(self, event: ToolEvent) -> None:
         """A tool call starts (`in_progress`) or ends (`complete` / `error`, with its result)."""
         status = {"running": "in_progress", "done": "complete", "failed": "error"}[event.status]
+        self._ran = self._ran or event.status != "running"
         output = _short(event.result, _TASK_OUTPUT) if event.result else None
         await self._task(event.tool_call_id, escape(event.name), status, output)
 
-    async def waiting(self, event: InteractionEvent) -> None:
-        """A call waits on a person: a `pending` task saying on what."""
-        if event.kind == "approval":
-            title = f"Waiting for approval: {_short(str(event.payload.get('tool', '')), _TITLE)}"
+    async def asked(self, event: InteractionEvent, *, granted: bool) -> None:
+        """A call paused on a person: its task ends `complete`, saying what became of it in
+        words that stay true after the answer (the card is the request; the resumed turn
+        shows the call run in its own stream)."""
+        tool = _short(str(event.payload.get("tool", "")), _TITLE)
+        if event.kind != "approval":
+            title = "Asked on the card below"
+        elif granted:
+            title = f"{tool}: approved under a standing grant, no card"
         else:
-            title = "Waiting for an answer"  # the card right after the stream asks the question
-        await self._task(event.tool_call_id or event.interaction_id, title, "pending", None)
+            title = f"{tool}: approval asked on the card below"
+        await self._task(event.tool_call_id or event.interaction_id, title, "complete", None)
 
     async def _task(self, task_id: str, title: str, status: str, output: str | None) -> None:
         if self.quiet:
@@ -225,6 +233,25 @@ class AgentTurn:
             # Stopped by someone else (the stop button stops streams): the status is ours.
             await self.chat.set_status(self.channel, self.thread_ts, status)
         return stopped != "failed"
+
+    async def withdraw(self, status: SessionStatus) -> bool:
+        """End a turn whose stream says nothing its cards do not (no text, no tool result:
+        only the calls that paused) by removing the stream, so a pending request is one
+        message, its card; False (nothing done) when the stream holds more than that."""
+        if self.shown or self._ran or self.quiet or self.broken:
+            return False
+        self._take()
+        if self.ts is None:
+            await self.chat.set_status(self.channel, self.thread_ts, status)
+            return True
+        stopped = await self.chat.stop_stream(self.channel, self.ts, session_status=status)
+        if stopped == "failed":
+            return False
+        if stopped != "ok":  # stopped by someone else: the status is ours to set
+            await self.chat.set_status(self.channel, self.thread_ts, status)
+        await self.chat.delete(self.channel, self.ts)
+        self.ts = None
+        return True
 
     def _take(self) -> list[Chunk]:
         chunks, self._pending, self._pending_chars = self._pending, [], 0

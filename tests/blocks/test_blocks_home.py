@@ -96,8 +96,44 @@ def test_decisions_are_listed_with_their_request() -> None:
     )
     check_home_view(view)
     text = _texts(view)
-    assert "Denied Approval request: `deploy`" in text
+    assert "Denied `deploy`, asked by <@U0REQUEST>, by you" in text
     assert "`int_gone`: true" in text
+
+
+def test_recently_decided_lines_say_what_ran_with_which_arguments_who_asked_and_when() -> None:
+    decided = []
+    for n, (requester, at) in enumerate([("U0ALICE", CREATED), ("U0CAROL", CREATED + 60)]):
+        record = approval(
+            {"service": f"svc{n}", "version": "2.3"},
+            status="answered",
+            answer=True,
+            answered_by="U0BOB",
+            requester=requester,
+        )
+        entry = AuditEntry(
+            at=at, action="answered", user="U0BOB", interaction_id=record.interaction_id
+        )
+        decided.append(
+            Decision(entry=entry, record=record, arguments=f"service=svc{n} version=2.3")
+        )
+    view = render_home(waiting=[], decided=decided)
+    check_home_view(view)
+    [lines] = [b["text"]["text"] for b in view["blocks"] if "Approved" in str(b.get("text", ""))]
+    first, second = lines.splitlines()
+    assert first.startswith(
+        "• Approved `deploy` `service=svc0 version=2.3`, asked by <@U0ALICE>, by you · "
+    )
+    assert second.startswith(
+        "• Approved `deploy` `service=svc1 version=2.3`, asked by <@U0CAROL>, by you · "
+    )
+    assert f"<!date^{int(CREATED)}^" in first and f"<!date^{int(CREATED) + 60}^" in second
+
+
+def test_a_decision_shows_no_arguments_the_caller_did_not_prepare() -> None:
+    record = approval({"token": "hunter2"}, status="answered", answer=True, answered_by="U0BOB")
+    entry = AuditEntry(at=CREATED, action="answered", interaction_id=record.interaction_id)
+    view = render_home(waiting=[], decided=[Decision(entry=entry, record=record)])
+    assert "hunter2" not in _texts(view) and "Approved `deploy`, asked by" in _texts(view)
 
 
 def _grant(grant_id: str, **fields: Any) -> Grant:

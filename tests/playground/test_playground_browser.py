@@ -248,8 +248,9 @@ async def test_mrkdwn_and_block_kit_render_as_text_never_as_markup(
 
 
 async def test_agent_session_in_the_browser(playground: Playground, browser_page: Any) -> None:
-    """The thread shows the session's status chip, the tool call as a task card (pending while
-    it waits for approval, complete after), and the answer streamed into the thread."""
+    """The thread shows the session's status chip, the request as its card alone (no task
+    left pending beside it), the tool call as a complete task once approved, and the answer
+    streamed into the thread."""
     page = browser_page
     await open_page(page, playground)
     await act_as(page, "U0ALICE")
@@ -259,8 +260,8 @@ async def test_agent_session_in_the_browser(playground: Playground, browser_page
     chip = page.locator("#thread-status .chip")
     await expect(chip).to_have_attribute("data-status", "suspended")
     await expect(chip).to_contain_text("is waiting on someone")
-    waiting = thread.locator(".task[data-status='pending']")
-    await expect(waiting).to_contain_text("Waiting for approval: deploy")
+    await expect(thread.locator(".msg", has_text="Approval request")).to_have_count(1)
+    await expect(thread.locator(".task")).to_have_count(0)
     await expect(page.locator("#thread-status .stop")).to_have_count(0)
 
     await act_as(page, "U0BOB")
@@ -307,7 +308,9 @@ async def test_the_stop_button_stops_the_turn(browser_page: Any) -> None:
         )
         await page.locator("#thread-status .stop").click()
         await expect(chip).to_have_attribute("data-status", "active")
-        await expect(page.locator("#thread")).to_contain_text("Stopped by @alice.")
+        await expect(page.locator("#thread")).to_contain_text(
+            "Stopped by @alice: restart was interrupted while it ran"
+        )
         await expect(page.locator("#thread-status .stop")).to_have_count(0)
         held.release.set()
         await asyncio.sleep(0.1)

@@ -456,3 +456,34 @@ unnamed_reminding_agent = Agent(
     tools=[Tool(deploy, requires_approval=Approval(remind_after=300))],
 )
 """Names no approver (anyone in the channel but the requester may approve)."""
+
+
+SECRET_VALUE = "hunter2-do-not-show"
+
+
+def set_password(service: str, password: str) -> str:
+    """Set a service's password."""
+    return f"password of {service} set"
+
+
+secret_agent = Agent(
+    name="secret",
+    model=_script(_tool_call("set_password", service="db", password=SECRET_VALUE)),
+    tools=[Tool(set_password, requires_approval=True)],
+)
+"""An approval whose arguments hold a secret-looking value (shown nowhere)."""
+
+
+two_person_reminding_agent = Agent(
+    name="two_person_reminding",
+    model=_script(_tool_call("deploy", service="api", environment="prod")),
+    tools=[
+        Tool(
+            deploy,
+            requires_approval=Approval(
+                approvers=["S0OPS"], count=2, remind_after=300, escalate_to=["U0DAVE"]
+            ),
+        )
+    ],
+)
+"""The two-person rule with reminders: the escalation counts the votes already given."""

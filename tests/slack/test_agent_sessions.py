@@ -30,6 +30,7 @@ AGENT_METHODS = {
     "chat.stopStream",
     "chat.postMessage",
     "chat.update",
+    "chat.delete",
     "reactions.add",
 }
 
@@ -71,20 +72,23 @@ async def test_an_approval_shows_as_a_session_that_suspends_and_resumes(
         assert [c.method for c in turn] == [
             "agents.sessions.setStatus",
             "chat.startStream",
-            "chat.appendStream",
-            "chat.stopStream",
             "chat.postMessage",
+            "chat.stopStream",
+            "chat.delete",
         ]
-        status, start, append, stop, card = turn
+        status, start, card, stop, delete = turn
         assert status.args["status"] == "processing"
         assert status.args["title"] == "deploy api to prod"
         assert status.args["initiator_user_id"] == ALICE
         assert start.args["recipient_user_id"] == ALICE
         assert start.args["recipient_team_id"] == slack.team_id
         assert _tasks(start) == [("deploy", "in_progress")]
-        assert _tasks(append) == [("Waiting for approval: deploy", "pending")]
-        assert stop.args["session_status"] == "suspended"
         assert card.args["blocks"] and card.args["thread_ts"] == asked.ts
+        # The stream said nothing the card does not: it goes, and the card is the request.
+        assert stop.args["session_status"] == "suspended"
+        assert delete.args["ts"] == stop.args["ts"]
+        [only] = h.bot_replies(asked.ts)
+        assert only.blocks and not only.chunks
         assert agents.DEPLOYS == []
 
         before = len(slack.calls)
@@ -258,7 +262,10 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         assert not gate.ended
         session = slack.sessions[(CHANNEL, asked.ts)]
         assert session.status == "active"
-        assert h.texts(asked.ts)[-1] == f"Stopped by <@{ALICE}>."
+        assert h.texts(asked.ts)[-1] == (
+            f"Stopped by <@{ALICE}>: `restart` was interrupted while it ran: it may or may not "
+            "have taken effect."
+        )
         run_id = await h.store.get_thread_run(CHANNEL, asked.ts)
         assert run_id is not None
         run = await h.store.load_run(run_id)
@@ -274,7 +281,8 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         await asyncio.sleep(3 * STOP_POLL)
         gate.release.set()
         await h.bot.drain()
-        assert h.texts(asked.ts)[-2:] == [f"Stopped by <@{ALICE}>.", "Tool said: restarted api"]
+        assert h.texts(asked.ts)[-1] == "Tool said: restarted api"
+        assert h.texts(asked.ts)[-2].startswith(f"Stopped by <@{ALICE}>: `restart` was interrupted")
 
 
 async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
@@ -309,7 +317,17 @@ async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
             assert (await slack.press_stop(stopper, CHANNEL, asked.ts)).status == 200
             await asyncio.wait_for(h.bot.drain(), timeout=5)
             assert time.monotonic() - pressed < 1.0
-            assert h.texts(asked.ts)[-1] == f"Stopped by <@{stopper}>."
+            assert h.texts(asked.ts)[-1] == (
+                f"Stopped by <@{stopper}>: `restart` was interrupted while it ran: it may or "
+                "may not have taken effect."
+            )
+            # The approved card says so too: it does not read as if the tool simply ran.
+            card = slack.message(CHANNEL, h.card(asked.ts).ts)
+            assert card is not None and "Approved" in str(card.blocks)
+            assert (
+                f":octagonal_sign: Stopped by <@{stopper}>: it was interrupted while it ran and "
+                "may or may not have taken effect." in str(card.blocks)
+            )
             assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
         gate.release.set()
         assert not gate.ended
@@ -324,7 +342,10 @@ async def test_stop_closes_the_open_card_and_cancels_its_run(
         await slack.press_stop(ALICE, CHANNEL, asked.ts)
         await h.bot.drain()
         closed = slack.message(CHANNEL, card.ts)
-        assert closed is not None and f"stopped by <@{ALICE}>" in str(closed.blocks)
+        assert closed is not None
+        assert f"This request was stopped by <@{ALICE}> before `deploy` ran: it did not run." in (
+            str(closed.blocks)
+        )
         assert ACTION_APPROVE not in str(closed.blocks)
         assert agents.DEPLOYS == []
         stored = await h.store.get_interaction(h.interaction_id(card))

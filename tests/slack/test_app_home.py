@@ -95,7 +95,11 @@ async def test_approving_from_home_resumes_updates_the_card_and_refreshes_home(
         check_home_view(view or {})
         assert _listed(view) == set()
         decided = str(view)
-        assert "Recently decided" in decided and "Approved Approval request: `deploy`" in decided
+        assert "Recently decided" in decided
+        assert (
+            f"Approved `deploy` `service=api environment=prod`, asked by <@{ALICE}>, by you"
+            in decided
+        )
         answered = [e for e in await h.store.recent_audit() if e.action == "answered"]
         assert [(e.user, e.interaction_id) for e in answered] == [(BOB, interaction)]
 
@@ -350,3 +354,44 @@ async def test_a_home_click_that_cannot_be_recorded_says_so_on_top_of_the_view(
         assert agents.DEPLOYS == []
         assert (await store.get_interaction(interaction)).status == "pending"  # type: ignore[union-attr]
         assert not [m for m in h.texts(asked) if m.startswith("Tool said")]
+
+
+async def test_a_vote_cast_leaves_waiting_on_you_and_is_listed_as_one_of_two(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.two_person_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        _, interaction = await _ask(h, ALICE)
+        assert _listed(await _open(h, BOB)) == {interaction}
+        assert _listed(await _open(h, CAROL)) == {interaction}
+
+        await h.slack.click_home(BOB, ACTION_APPROVE, interaction_id=interaction)
+        await h.bot.drain()
+
+        assert agents.DEPLOYS == []  # one of two
+        bobs = await _open(h, BOB)
+        assert _listed(bobs) == set()  # nothing left for him to do on it
+        assert (
+            f"Approved `deploy` `service=api environment=prod`, asked by <@{ALICE}>, by you "
+            "(1 of 2), waiting for more approvers" in str(bobs)
+        )
+        assert _listed(await _open(h, CAROL)) == {interaction}  # still waits on her
+
+        await h.slack.click_home(CAROL, ACTION_APPROVE, interaction_id=interaction)
+        await h.bot.drain()
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        carols = str(await _open(h, CAROL))
+        assert (
+            f"Approved `deploy` `service=api environment=prod`, asked by <@{ALICE}>, "
+            f"by you with <@{BOB}>" in carols
+        )
+
+
+async def test_recently_decided_hides_secret_looking_arguments(make_bot: BotFactory) -> None:
+    async with make_bot(agents.secret_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        _, interaction = await _ask(h, ALICE, "rotate it")
+        assert _listed(await _open(h, BOB)) == {interaction}
+        await h.slack.click_home(BOB, ACTION_APPROVE, interaction_id=interaction)
+        await h.bot.drain()
+        view = str(await _open(h, BOB))
+    assert "Recently decided" in view and "[redacted]" in view
+    assert agents.SECRET_VALUE not in view

@@ -373,3 +373,20 @@ async def test_a_reminder_that_can_name_nobody_says_the_request_waits(
         ]
         h.clock.advance(10_000)
         assert await h.bot.sweeper.run_until_idle() == 0  # no escalation without escalate_to
+
+
+async def test_an_escalation_counts_the_votes_already_given(make_bot: BotFactory) -> None:
+    async with make_bot(agents.two_person_reminding_agent) as h:
+        asked = await h.mention(ALICE, "deploy api to prod")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == []
+        h.clock.advance(300)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        h.clock.advance(300)
+        assert await h.bot.sweeper.run_until_idle() == 1
+        escalated = [t for t in h.texts(asked.ts) if t.startswith(":arrow_up:")]
+        assert len(escalated) == 1, h.texts(asked.ts)
+        assert "Nobody has approved" not in escalated[0]
+        assert f"1 of 2 approvals so far (<@{BOB}>)" in escalated[0], escalated[0]
+        assert f"<@{DAVE}>" in escalated[0]

@@ -1,0 +1,37 @@
+"""Emoji are sent as Slack shortcodes (`:unlock:`), which Slack renders; the playground renders
+every one the bot sends (and the common others), so no `:name:` shows as text there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHORTCODE = re.compile(r"""["' ]:([a-z0-9_+-]+):[ "']""")
+
+
+def playground_emoji() -> set[str]:
+    script = (ROOT / "bot/playground/playground.js").read_text()
+    start = script.index("const EMOJI = {")
+    table = script[start : script.index("};", start)]
+    return set(re.findall(r'"?([a-z0-9_+-]+)"?:\s*"', table))
+
+
+def sent_by_the_bot() -> set[str]:
+    found: set[str] = set()
+    for package in ("bot", "blocks"):
+        for path in (ROOT / package).rglob("*.py"):
+            found |= set(SHORTCODE.findall(path.read_text()))
+    return found
+
+
+def test_every_emoji_the_bot_sends_is_rendered_by_the_playground() -> None:
+    sent = sent_by_the_bot()
+    assert {"unlock", "octagonal_sign", "warning", "bell", "arrow_up"} <= sent
+    assert sent - playground_emoji() == set()
+
+
+def test_the_working_reaction_is_rendered_too() -> None:
+    from bot.slack._drive import WORKING_REACTION
+
+    assert WORKING_REACTION in playground_emoji()
