@@ -11,6 +11,7 @@ from ._errors import (
     RunAlreadyResumed,
     RunNotFound,
     RunNotPaused,
+    RunStopped,
     UnknownInteraction,
     UsageError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "RunAlreadyResumed",
     "RunNotFound",
     "RunNotPaused",
+    "RunStopped",
     "Tool",
     "UnknownInteraction",
     "UsageError",

@@ -134,6 +134,8 @@ class Agent:
         run_id: str | None = None,
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -148,6 +150,12 @@ class Agent:
         (e.g. by `answer_and_claim`, with the answer): the resume then reads and claims nothing
         before it runs. Only for a claim this call's caller won just now: a run whose earlier
         attempt may have saved something must be resumed without it, so that it is found.
+
+        `thread` (channel, thread_ts) and `stop_seen` (the thread's stop mark as the store keeps
+        it, `state.stop_mark`, when this turn began) start a new turn there: from then on the
+        store refuses to resume this run's requests once the thread keeps another mark. A
+        resume carries its parent's on (it is the same turn) and ignores them; a new turn
+        without them is checked against no stop.
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -190,6 +198,8 @@ class Agent:
             run_id=run_id,
             by=by,
             claimed=claimed,
+            thread=thread,
+            stop_seen=stop_seen,
         )
 
     def call_tool(
@@ -199,6 +209,8 @@ class Agent:
         *,
         text: str | None = None,
         run_id: str | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> AgentRun:
         """A run that calls one tool directly, as a person's command does (`/deploy api 2.3`):
         through the approval gate like a call of the model, without the model; the tool's
@@ -211,7 +223,12 @@ class Agent:
             raise UsageError(f"Agent `{self.name}` has no tool `{name}`")
         if not isinstance(arguments, dict):
             raise UsageError(f"arguments must be a dict, got {type(arguments).__name__}")
-        run = self(prompt=text if text is not None else f"Run `{name}`.", run_id=run_id)
+        run = self(
+            prompt=text if text is not None else f"Run `{name}`.",
+            run_id=run_id,
+            thread=thread,
+            stop_seen=stop_seen,
+        )
         run.direct = direct_call(name, arguments, run.run_id)
         return run
 

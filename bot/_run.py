@@ -55,8 +55,13 @@ class AgentRun(RunBegin):
         store: Store | None = None,
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> None:
         self.agent = agent
+        self.thread = thread
+        self.stop_seen = stop_seen
+        """The turn this run begins and the stop mark it began under (`Agent.__call__`)."""
         self._claimed = claimed
         """The parent, claimed for this run by the caller just now (see `Agent.__call__`)."""
         self.by = tuple(by)

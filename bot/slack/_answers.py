@@ -42,6 +42,7 @@ from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
 from ._refusal import NOT_YOURS, Refusal
+from ._stops import stop_guard, stopped_notice
 from ._turns import Thread, TurnHold
 from ._visibility import Visibility
 from ._votes import Votes, approves, voted, votes_needed
@@ -638,6 +639,22 @@ class Answers:
                 self.conversations.turns.let_go(hold)
             raise
         stored, now = claim.record, self.clock()
+        if claim.stopped is not None:
+            # The turn that asked was stopped since: the store took nothing (checked with the
+            # answer), and the approver hears who stopped it and that nothing runs.
+            if hold is not None:
+                self.conversations.turns.let_go(hold)
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=stopped_notice(claim.stopped),
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+                home=home,
+                record=record,
+            )
+            return
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
             # The stop mark the resumed turn starts from came with the claim, read before
@@ -758,6 +775,7 @@ class Answers:
             audit=entries,
             turn=turn,
             needed=needed,
+            stop=stop_guard(record),
         )
 
     def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError
+from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError, stop_mark
 
-from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
+from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, RunStopped
 from ._cards import Cards
 from ._chat import Chat
 from ._drive import WORKING_REACTION, Driver
@@ -167,7 +167,9 @@ class Conversations:
             parent_id = saved.parent_id if saved is not None else None
         try:
             by = [thread.requester] if thread.requester else []
-            run = self.agent(prompt=text, parent_id=parent_id, run_id=run_id, by=by)
+            run = self.agent(
+                prompt=text, parent_id=parent_id, run_id=run_id, by=by, **_turn_of(thread, turn)
+            )
             await self.driver.drive(run, thread, turn, slot)
         except StoreError:
             raise  # The work item is taken again once the store answers.
@@ -198,7 +200,9 @@ class Conversations:
         turn, hold = await self._open_new_turn(thread, run_id=run_id, title=session_title(text))
         async with self.turns.turn(thread, hold) as slot:
             try:
-                run = self.agent.call_tool(tool, arguments, text=text, run_id=run_id)
+                run = self.agent.call_tool(
+                    tool, arguments, text=text, run_id=run_id, **_turn_of(thread, turn)
+                )
                 await self.driver.drive(run, thread, turn, slot)
             except StoreError:
                 raise
@@ -256,6 +260,10 @@ class Conversations:
             raise
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
+        except RunStopped as error:
+            # The store refused the claim: the turn was stopped, and its stop (in the thread's
+            # turn order) closes its requests and tells the thread. Nothing to say here.
+            log.info("run %s not resumed: its turn was stopped by %s", run_id, error.stop.user)
         except InvalidResumeValue as error:
             # Left paused, the run would wait for an answer that is already spent, and be
             # retried (and refused) on every restart: end it instead.
@@ -333,6 +341,10 @@ class Conversations:
             ending = closed
             if claimed is not None:
                 ending = await self.store.run_interactions(claimed)
+            elif run_id is not None and ending:
+                # The run paused after the stop arrived (nothing to claim then): the stop's
+                # Cancel claims it now, unguarded, as the one resume a stopped turn allows.
+                await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             if not ending:
                 await self.chat.set_status(thread.channel, thread.thread_ts, "active")
         if run_id is not None and ending:
@@ -346,3 +358,11 @@ class Conversations:
                 ),
                 child_id=stop_child_id(run_id),
             )
+
+
+def _turn_of(thread: Thread, turn: AgentTurn | None) -> dict[str, Any]:
+    """A new turn's place and the stop mark it began under (read before `processing` showed the
+    stop button), for the store's stop checks. A classic turn has no stop button: unchecked."""
+    if turn is None:
+        return {}
+    return {"thread": (thread.channel, thread.thread_ts), "stop_seen": stop_mark(turn.stop_before)}
