@@ -258,9 +258,10 @@ class SQLiteAnswers(SQLitePart):
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any, bool]:
             answered = encode_answer(answer).decode()
             mark = stop_row(conn, stop, time.time())
-            if mark is not None and conn.execute(
-                _OPEN + " AND expires_at > ?", (interaction_id, now)
-            ).fetchone():
+            if (
+                mark is not None
+                and conn.execute(_OPEN + " AND expires_at > ?", (interaction_id, now)).fetchone()
+            ):
                 return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), mark, False
             if approving and not _rule_needs(conn, interaction_id, needed):
                 return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), None, False

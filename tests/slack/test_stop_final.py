@@ -22,11 +22,13 @@ ATTEMPTS = 10
 # The moments of a turn a stop lands in: the session just showed `processing` (the run has not
 # begun), the answer's stream opens (the model is running), the card is posting (the run paused).
 MOMENTS = {
-    "processing": lambda call: call.method == "agents.sessions.setStatus"
-    and call.args.get("status") == "processing",
+    "processing": lambda call: (
+        call.method == "agents.sessions.setStatus" and call.args.get("status") == "processing"
+    ),
     "streaming": lambda call: call.method == "chat.startStream",
-    "card-posting": lambda call: call.method == "chat.postMessage"
-    and "Approval request" in str(call.args.get("text") or ""),
+    "card-posting": lambda call: (
+        call.method == "chat.postMessage" and "Approval request" in str(call.args.get("text") or "")
+    ),
 }
 
 
