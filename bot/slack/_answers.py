@@ -255,6 +255,8 @@ class Answers:
             )
             if in_home:
                 await self._check_home(record, action.user_id, work)
+            else:
+                await self._check_card(record, action.user_id, work)
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
                 # click comes from the card itself, so it says where the card is.
@@ -323,6 +325,16 @@ class Answers:
         refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
         if refusal is not None:
             raise Refusal(refusal)
+
+    async def _check_card(self, record: InteractionRecord, user: str, work: Work | None) -> None:
+        """A click on a card is taken only from someone who can see the conversation it is in
+        (`Visibility`, as for Home and modals): a forged click on a DM's or a private channel's
+        request by someone outside it is refused. Run by the worker before the claim, never on
+        the ack path; for a public channel it is one cached `conversations.info`. Fails closed."""
+        if _own_earlier_answer(record, user, work) or _own_earlier_vote(record, user, work):
+            return
+        if not await self.visibility.can_see(record, user):
+            raise Refusal(NOT_YOURS, record=record)
 
     async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
         page = blocks.page_from_action(record, action)

@@ -266,3 +266,34 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
     assert audit.returncode == 0, audit.stderr
     assert "/deploy" in audit.stdout
     assert not [s for s in secrets if s in audit.stdout]
+
+
+async def test_a_card_click_from_outside_a_dm_or_private_channel_is_refused(
+    make_bot: BotFactory,
+) -> None:
+    """A forged click on the card itself (not in Home) gets the same check as a Home click:
+    BOB, an approver, is in neither ALICE's DM nor the private channel; his clicks are refused,
+    he is told nothing of the request, the audit says so, and nothing runs. A member approves."""
+    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL]
+        _private(h, ALICE, CAROL)
+        private_ts, private = await _ask(h, PRIVATE)
+        direct_ts, direct = await _ask(h, h.slack.dm_channel(ALICE))
+        for ts, iid, channel in (
+            (private_ts, private, PRIVATE),
+            (direct_ts, direct, h.slack.dm_channel(ALICE)),
+        ):
+            card = h.card(ts)
+            assert await h.click(BOB, card.ts, ACTION_APPROVE, channel=channel) == 200
+            stored = await h.store.get_interaction(iid)
+            assert stored is not None and stored.status == "pending"
+        assert agents.DEPLOYS == []
+        assert [e.interaction_id for e in await _refused(h, BOB)] == [direct, private]
+        told = [e.text for e in h.slack.ephemerals_for(BOB)] + [
+            m.text for m in h.slack.bot_messages(channel=h.slack.dm_channel(BOB))
+        ]
+        assert told and all(NOT_YOURS in t and "deploy" not in t for t in told), told
+
+        # CAROL, a member of the private channel and an approver, approves it: it runs once.
+        assert await h.click(CAROL, h.card(private_ts).ts, ACTION_APPROVE, channel=PRIVATE) == 200
+        assert len(agents.DEPLOYS) == 1
