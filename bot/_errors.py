@@ -72,12 +72,14 @@ class RunAlreadyResumed(ResumeError):
 
 
 class RunStopped(ResumeError):
-    """The store refused the resume's claim: the parent's turn was stopped since it began
-    (`RunRecord.stop_seen`), and nothing resumes a stopped turn's runs."""
+    """The store refused the resume's claim, or the journal's started mark: the run's turn was
+    stopped since it began (`RunRecord.stop_seen`), and nothing resumes a stopped turn's runs
+    or starts their tools. A refused start saved the run stopped first."""
 
-    def __init__(self, message: str, *, run_id: str, stop: ThreadStop) -> None:
+    def __init__(self, message: str, *, run_id: str, stop: ThreadStop | None = None) -> None:
         super().__init__(message, run_id=run_id)
         self.stop = stop
+        """The stop, when the store named it (a refused claim; a refused start names none)."""
 
 
 class UnknownInteraction(ResumeError):

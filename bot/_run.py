@@ -16,8 +16,8 @@ from state import PendingCall, RunRecord, Store, StoreError
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
 from ._command import command_output
-from ._errors import UsageError
-from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
+from ._errors import RunStopped, UsageError
+from ._journal import INTERRUPTED_BY_STOP, Journal, StartRefused, closing_results, tool_message
 from ._model import ModelResponse, ToolCall
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
@@ -163,9 +163,10 @@ class AgentRun(RunBegin):
             try:
                 async for event in self._loop(store, journal, run, begin.durable, stream):
                     yield event
-            except StoreError:
+            except (StoreError, StartRefused):
                 # The store failed, not the run: saving it `error` would need the store too,
-                # and a retry with this run id continues from what the journal holds.
+                # and a retry with this run id continues from what the journal holds. (Or it
+                # refused the start of its tools: the run is stopped, below.)
                 raise
             except Exception as exc:
                 # A model or runtime failure ends this run as `error`; it never leaves it unsaved.
@@ -177,6 +178,11 @@ class AgentRun(RunBegin):
             self._stopping = True
             await self._stop(journal, run)
             raise
+        except StartRefused as refused:
+            # Stopped in the store before its tools started: saved as a stop would save it.
+            self._stopping = True
+            await self._stop(journal, run)
+            raise RunStopped(str(refused), run_id=run.run_id) from refused
 
     async def _loop(
         self, store: Store, journal: Journal, run: RunRecord, durable: bool, stream: bool

@@ -41,8 +41,12 @@ __all__ = [
 class RunStore(Protocol):
     """Runs of the agent runtime: saved when they pause and when they end."""
 
-    async def save_run(self, run: RunRecord) -> None:
-        """Insert or replace the run (one round trip).
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+        """Insert or replace the run (one round trip); True.
+
+        With `stop` (the journal's started mark), nothing is written and False comes back when
+        the thread keeps a stop mark other than `run.stop_seen`, read in the same atomic step:
+        a stopped turn's tool never starts.
 
         A layout-2 run's messages after its `base` are appended to its transcript log in the
         same atomic step, only those the log does not hold yet. When the log holds other

@@ -9,7 +9,7 @@ from typing import Any
 from ._codec import decode_stop
 from ._records import ThreadStop
 
-__all__ = ["LUA_STOPPED_SINCE", "stopped_reply"]
+__all__ = ["LUA_STOPPED_SINCE", "LUA_STOP_FIRST", "stopped_reply"]
 
 # The stop mark kept at `stop` that ends the turn of the run stored at `run`, else false. A run
 # without a thread (outside Slack, or saved before stops were checked) is never stopped so; one
@@ -27,6 +27,17 @@ local function stopped_since(run, stop)
   if r.stop_seen == mark then return false end
   return mark
 end
+"""
+
+
+# Put before a save script: its last key is the thread's stop mark and its last argument the mark
+# the run's turn began under ('' for none); both are taken off before the script runs, so it sees
+# its own keys and arguments. A kept mark other than that one writes nothing: -1.
+LUA_STOP_FIRST = """
+local seen = table.remove(ARGV)
+local stop_key = table.remove(KEYS)
+local kept = redis.call('GET', stop_key)
+if kept and kept ~= seen then return -1 end
 """
 
 

@@ -483,27 +483,52 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     # Runs
 
-    async def save_run(self, run: RunRecord) -> None:
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
 
         Layout 2 appends the run's new messages to its transcript log in the same transaction.
         When the log holds other messages where this run's belong, the run is saved as layout 1
-        (its transcript inline) instead, and `run` says so from then on.
+        (its transcript inline) instead, and `run` says so from then on. With `stop` the stop
+        check comes first in the same transaction.
         """
         # Whole seconds: a retention needs no more, and the row is smaller.
         keep_until = int(time.time()) + RUN_TTL
+
+        def stopped(conn: sqlite3.Connection) -> bool:
+            if stop is None:
+                return False
+            kept = conn.execute(
+                _SELECT_STOP, (stop.channel, stop.thread_ts, time.time())
+            ).fetchone()
+            return kept is not None and kept[0] != run.stop_seen
+
         if run.layout == 2:
             messages = [m.decode() for m in own_messages(run)]
             encode_run(run)  # refuses a run it cannot store before anything is written
-            if await self._call(
-                lambda conn: _transaction(
-                    conn, partial(_save_appended, conn, run, messages, keep_until)
-                )
-            ):
-                return
+
+            def appended(conn: sqlite3.Connection) -> bool | None:
+                if stopped(conn):
+                    return None
+                return _save_appended(conn, run, messages, keep_until)
+
+            saved = await self._call(lambda conn: _transaction(conn, partial(appended, conn)))
+            if saved is None:
+                return False
+            if saved:
+                return True
             inline(run)
         params = (run.run_id, run.status, run.resumed_by, encode_run(run).decode(), keep_until)
-        await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
+
+        def upsert(conn: sqlite3.Connection) -> bool:
+            if stopped(conn):
+                return False
+            conn.execute(_UPSERT_RUN, params)
+            return True
+
+        if stop is None:
+            await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
+            return True
+        return await self._call(lambda conn: _transaction(conn, partial(upsert, conn)))
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         """One query: the record and, for layout 2, its transcript from the log."""

@@ -173,6 +173,10 @@ class Conversations:
             await self.driver.drive(run, thread, turn, slot)
         except StoreError:
             raise  # The work item is taken again once the store answers.
+        except RunStopped as error:
+            log.info("run %s stopped in the store before its tools started", error.run_id)
+            await self._stopped_in_store(thread, error)
+            return
         except RunAlreadyResumed:
             await self.driver.say(
                 thread,
@@ -206,6 +210,9 @@ class Conversations:
                 await self.driver.drive(run, thread, turn, slot)
             except StoreError:
                 raise
+            except RunStopped as error:
+                log.info("command run %s stopped before its tool started", error.run_id)
+                await self._stopped_in_store(thread, error)
             except Exception:
                 await self.driver.failed(thread, f"running the command {text!r}", turn)
 
@@ -263,7 +270,9 @@ class Conversations:
         except RunStopped as error:
             # The store refused the claim: the turn was stopped, and its stop (in the thread's
             # turn order) closes its requests and tells the thread. Nothing to say here.
-            log.info("run %s not resumed: its turn was stopped by %s", run_id, error.stop.user)
+            who = error.stop.user if error.stop is not None else "someone"
+            log.info("run %s not resumed: its turn was stopped by %s", run_id, who)
+            await self._stopped_in_store(thread, error)
         except InvalidResumeValue as error:
             # Left paused, the run would wait for an answer that is already spent, and be
             # retried (and refused) on every restart: end it instead.
@@ -289,6 +298,13 @@ class Conversations:
                 await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
 
     # --------------------------------------------------------------- stopping
+
+    async def _stopped_in_store(self, thread: Thread, error: RunStopped) -> None:
+        """A run the store stopped before its tools started was saved stopped: the thread goes
+        on from it (the next message continues after it, as after any stop). A refused claim
+        (`error.stop` set) saved nothing, and the thread stays where it was."""
+        if error.stop is None:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, error.run_id)
 
     async def _stopped_before(self, thread: Thread, run_id: str | None, turn: AgentTurn) -> bool:
         """A retried turn whose run was stopped by a person (not handed on by a worker that

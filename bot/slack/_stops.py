@@ -137,8 +137,8 @@ class StopCheck:
             text = decision.refusal
         elif decision.approved_first is not None:
             text = (
-                f"An approval came first: {decision.approved_first} The rest of this turn is "
-                "stopped, but a tool that has started may finish."
+                f"An approval came first: {decision.approved_first} The turn is stopped: a tool "
+                "that has not started does not run, one that has may finish."
             )
         else:
             return
@@ -159,4 +159,4 @@ def _what_runs(records: list[InteractionRecord]) -> str:
         for record in records
         if record.status == "answered" and record.kind == "approval"
     ]
-    return (", ".join(said) or "an answer was taken") + " and runs."
+    return (", ".join(said) or "an answer was taken") + "."

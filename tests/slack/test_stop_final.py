@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from blocks import ACTION_APPROVE
+from blocks import ACTION_APPROVE, ACTION_GRANT
 from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
 from state import stop_mark
 
@@ -42,8 +42,19 @@ class RacingSlack(LocalSlack):
         self.thread: str | None = None
         self.stops: list[int] = []
         self.clicks: list[int] = []
+        self.watched: str | None = None
+        """With `at`: press stop when this thread's session shows `processing` the `at`-th
+        time (counted in `seen`)."""
+        self.at = 0
+        self.seen = 0
 
     async def publish(self, kind: ChangeKind, data: dict[str, Any]) -> None:
+        if self.at and kind == "call" and self.calls and not self.stops:
+            call = self.calls[-1]
+            if MOMENTS["processing"](call) and call.args.get("thread_ts") == self.watched:
+                self.seen += 1
+                if self.seen == self.at and self.watched is not None:
+                    self.stops.append(await _stop(self, ALICE, self.watched))
         if self.moment is not None and kind == "call" and self.calls and not self.stops:
             call: ApiCall = self.calls[-1]
             thread = str(call.args.get("thread_ts") or "")
@@ -149,3 +160,31 @@ async def test_a_stop_at_any_moment_of_the_turn_is_final(
         assert run is not None and run.stop_seen == stop_mark(
             await h.store.thread_stop(CHANNEL, slack.thread)
         )
+
+
+async def test_a_stop_after_the_recovery_claimed_a_grant_approved_run_stops_its_tool(
+    make_bot: BotFactory, slack: RacingSlack
+) -> None:
+    """The grant approves the call, the recovery claims the run and its session shows
+    `processing`; the requester presses stop then, before the tool starts: the store refuses
+    the journal's started mark, the tool never runs (10 of 10), the stopper is not told it
+    runs, and the next message still starts a new turn."""
+    async with make_bot(agents.grant_agent, HANDBACK_APPROVERS=BOB) as h:
+        asked = await h.mention(ALICE, "deploy api to dev")
+        assert await h.click(BOB, h.card(asked.ts).ts, f"{ACTION_GRANT}:thread") == 200
+        assert len(agents.DEPLOYS) == 1
+        slack.watched = asked.ts
+        for attempt in range(ATTEMPTS):
+            slack.stops.clear()
+            slack.seen, slack.at = 0, 2  # the reply's turn, then the resume's
+            await h.reply(ALICE, asked.ts, f"deploy again ({attempt})")
+            await _settle(h)
+            slack.at = 0
+            assert slack.stops == [200], (attempt, slack.seen)
+            assert len(agents.DEPLOYS) == 1, attempt
+            told = h.ephemerals(ALICE)
+            assert not [t for t in told if "and runs" in t], told
+        assert await h.store.settled_runs() == []
+        await h.reply(ALICE, asked.ts, "deploy once more")
+        await _settle(h)
+        assert len(agents.DEPLOYS) == 2

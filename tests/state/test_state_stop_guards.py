@@ -140,3 +140,31 @@ async def test_no_grant_answers_a_stopped_turn(store: Store) -> None:
     assert not claim.won and claim.stopped == STOP
     assert claim.record is not None and claim.record.status == "pending"
     assert [e.detail for e in await store.recent_audit()] == ["granted"]
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+async def test_the_started_mark_is_not_written_once_the_turn_was_stopped(
+    store: Store, layout: int
+) -> None:
+    """The journal's "started" save with a guard (`save_run(stop=...)`): written while the
+    thread keeps the turn's own mark, refused (nothing written) once it keeps another."""
+    fields: dict[str, Any] = {"thread": (CHANNEL, THREAD), "stop_seen": stop_mark(EARLIER)}
+    if layout == 2:
+        fields.update(
+            layout=2, transcript_id="run-1", transcript=[{"role": "user", "content": "go"}]
+        )
+    await store.stop_thread(CHANNEL, THREAD, EARLIER)
+    running = make_run("run-1", status="running", reason=None, started=["call-1"], **fields)
+    assert await store.save_run(running, stop=GUARD)
+    stored = await store.load_run("run-1")
+    assert stored is not None and stored.started == ["call-1"]
+
+    await store.stop_thread(CHANNEL, THREAD, STOP)
+    later = make_run("run-1", status="running", reason=None, started=["call-1", "call-2"], **fields)
+    assert not await store.save_run(later, stop=GUARD)
+    stored = await store.load_run("run-1")
+    assert stored is not None and stored.started == ["call-1"]
+    # Unguarded (the stopped run's own last save) it is written.
+    assert await store.save_run(later)
+    stored = await store.load_run("run-1")
+    assert stored is not None and stored.started == ["call-1", "call-2"]
