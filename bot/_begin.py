@@ -137,7 +137,8 @@ class RunBegin:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
         run.transcript.append({"role": "user", "content": self.prompt})
         if self.direct is not None:
-            as_command_input(run, self.direct)
+            tool = self.agent.tools.get(self.direct.name)
+            as_command_input(run, self.direct, tool.redact if tool else frozenset())
         return run
 
     def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:

@@ -17,6 +17,8 @@ from pydantic_core import to_jsonable_python
 
 from state import PendingCall, RunRecord
 
+from ._redact import redact
+
 __all__ = ["as_command_input", "command_output", "direct_call"]
 
 
@@ -30,9 +32,17 @@ def direct_call(name: str, arguments: dict[str, Any], run_id: str) -> PendingCal
     )
 
 
-def as_command_input(run: RunRecord, call: PendingCall) -> None:
-    """Make a new run's one step `call`, as a person typed it (the run's prompt)."""
-    run.input = {"command": run.input, "tool": call.name, "arguments": json.loads(call.arguments)}
+def as_command_input(
+    run: RunRecord, call: PendingCall, hidden: frozenset[str] = frozenset()
+) -> None:
+    """Make a new run's one step `call`, as a person typed it (the run's prompt).
+
+    A person may type a secret into a command (`token=...`): the run's `input` and the
+    transcript (which the store keeps for the thread, and the model reads later) hold the
+    arguments `redact`ed (secret-looking values and the tool's `hidden` ones); only the
+    pending call, which the tool is called with, holds what was typed."""
+    shown = redact(json.loads(call.arguments), hidden)
+    run.input = {"command": run.input, "tool": call.name, "arguments": shown}
     run.transcript.append(
         {
             "role": "assistant",
@@ -41,7 +51,10 @@ def as_command_input(run: RunRecord, call: PendingCall) -> None:
                 {
                     "id": call.tool_call_id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(shown, ensure_ascii=False),
+                    },
                 }
             ],
         }

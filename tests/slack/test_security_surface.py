@@ -208,6 +208,53 @@ def _release_agent() -> Agent:
     return Agent(name="releaser", model=FunctionModel(never), tools=[tool])
 
 
+async def _raw_holders(h: Harness, store_url: str, secret: str) -> list[str]:
+    """What in the store holds `secret`, read byte by byte: every Redis key under the store's
+    prefix (any type), every SQLite row of every table. Named "run <id>", or the key / table."""
+    found: set[str] = set()
+    if store_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        try:
+            tables = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
+            for table in tables:
+                for row in conn.execute(f"SELECT * FROM {table}"):
+                    if secret in repr(row):
+                        found.add(f"run {row[0]}" if table == "runs" else table)
+        finally:
+            conn.close()
+        return sorted(found)
+    import redis.asyncio as aioredis
+
+    prefix = store_url.split("prefix=", 1)[1]
+    client = aioredis.Redis.from_url(store_url.split("?", 1)[0])
+    try:
+        async for key in client.scan_iter(match=f"{prefix}*"):
+            kind = (await client.type(key)).decode()
+            value: object
+            if kind == "string":
+                value = await client.get(key)
+            elif kind == "hash":
+                value = await client.hgetall(key)
+            elif kind == "list":
+                value = await client.lrange(key, 0, -1)
+            elif kind == "zset":
+                value = await client.zrange(key, 0, -1)
+            elif kind == "stream":
+                value = await client.xrange(key)
+            else:
+                value = await client.smembers(key)
+            if secret in repr(value):
+                name = key.decode().removeprefix(prefix)
+                found.add(f"run {name.removeprefix('run:')}" if name.startswith("run:") else name)
+    finally:
+        await client.aclose()
+    return sorted(found)
+
+
 def _handback(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot._cli", *args],
@@ -249,6 +296,9 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
             "token='[redacted]'"
         )
         card = h.card(opening.ts)
+        stored_card = await h.store.get_interaction(h.interaction_id(card))
+        assert stored_card is not None
+        card_run = stored_card.run_id
         assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
         assert RELEASED == ["hunter2-slash"]  # the tool still gets the real value
 
@@ -261,6 +311,12 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
         assert run is not None
         prompts = [m for m in run.transcript if m.get("role") == "user"]
         assert prompts and not [s for s in secrets if s in json.dumps(prompts)]
+        # The stored transcript (the thread's log the model reads later) and the run's input
+        # keep the redacted form: the typed value is only in the call the tool was made with.
+        assert "hunter2-slash" not in json.dumps(run.transcript)
+        assert "hunter2-slash" not in json.dumps(run.input)
+        holders = await _raw_holders(h, store_url, "hunter2-slash")
+        assert holders == [f"run {card_run}"], holders
 
     audit = _handback("audit", "--store", store_url, "--json", "--limit", "1000")
     assert audit.returncode == 0, audit.stderr
