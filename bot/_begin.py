@@ -79,6 +79,8 @@ class RunBegin:
     direct: PendingCall | None
     _claimed: RunRecord | None
     _chosen: bool
+    _resumed: RunRecord | None
+    """The paused parent this run resumes, as read (`scrub_command`)."""
 
     async def _begin(self, store: Store) -> Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
@@ -177,6 +179,7 @@ class RunBegin:
             )
         self._check_paused(parent)
         cancel_reason, accepted = _check_answers(parent, resume)
+        self._resumed = parent
         # The handlers that resume recompute the ids they paused with: same scheme as the parent.
         run = self._child(parent, id_scheme=parent.id_scheme)
         run.input = parent.input if self.prompt is None else self.prompt

@@ -15,7 +15,7 @@ from state import PendingCall, RunRecord, Store, StoreError
 
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
-from ._command import command_output
+from ._command import command_output, scrub_command
 from ._errors import RunStopped, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, StartRefused, closing_results, tool_message
 from ._model import ModelResponse, ToolCall
@@ -88,6 +88,7 @@ class AgentRun(RunBegin):
         """The pause or end of the run is being saved: a cancellation must not undo it."""
         self._stopping = False
         """The run's task was cancelled and the run is saving itself stopped."""
+        self._resumed: RunRecord | None = None
 
     @property
     def stoppable(self) -> bool:
@@ -319,6 +320,8 @@ class AgentRun(RunBegin):
             run.error = message
         self._closing = True
         await store.save_run(run)
+        if not paused and self._resumed is not None:
+            await scrub_command(store, self._resumed, self.agent.tools)
         _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
         why = f" ({run.reason})" if run.reason else ""
         # DEBUG: one line per run is a flood under load; the metrics count them at any level.

@@ -312,11 +312,13 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
         prompts = [m for m in run.transcript if m.get("role") == "user"]
         assert prompts and not [s for s in secrets if s in json.dumps(prompts)]
         # The stored transcript (the thread's log the model reads later) and the run's input
-        # keep the redacted form: the typed value is only in the call the tool was made with.
+        # keep the redacted form: the typed value was only in the call the tool was made with.
         assert "hunter2-slash" not in json.dumps(run.transcript)
         assert "hunter2-slash" not in json.dumps(run.input)
-        holders = await _raw_holders(h, store_url, "hunter2-slash")
-        assert holders == [f"run {card_run}"], holders
+        # Nor any other stored byte: the paused run's call is redacted once the turn ended.
+        assert await _raw_holders(h, store_url, "hunter2-slash") == []
+        paused = await h.store.load_run(card_run)
+        assert paused is not None and paused.resumed_by is not None
 
     audit = _handback("audit", "--store", store_url, "--json", "--limit", "1000")
     assert audit.returncode == 0, audit.stderr
