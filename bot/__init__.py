@@ -13,6 +13,7 @@ from ._errors import (
     RunAlreadyResumed,
     RunNotFound,
     RunNotPaused,
+    RunStopped,
     UnknownInteraction,
     UsageError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "RunAlreadyResumed",
     "RunNotFound",
     "RunNotPaused",
+    "RunStopped",
     "Tool",
     "UnknownInteraction",
     "UsageError",

@@ -158,6 +158,8 @@ class Agent:
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
         channel: str | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> AgentRun:
         """A run of this agent: a new conversation (`prompt`), its continuation (`parent_id` and
         `prompt`), or the resume of a paused run (`parent_id` and `resume`).
@@ -175,6 +177,12 @@ class Agent:
 
         `channel` is the Slack channel the run talks in: with per-channel tool sets it is
         offered, and may run, only that channel's tools.
+
+        `thread` (channel, thread_ts) and `stop_seen` (the thread's stop mark as the store keeps
+        it, `state.stop_mark`, when this turn began) start a new turn there: from then on the
+        store refuses to resume this run's requests once the thread keeps another mark. A
+        resume carries its parent's on (it is the same turn) and ignores them; a new turn
+        without them is checked against no stop.
         """
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -218,6 +226,8 @@ class Agent:
             by=by,
             claimed=claimed,
             channel=channel,
+            thread=thread,
+            stop_seen=stop_seen,
         )
 
     def call_tool(
@@ -228,6 +238,8 @@ class Agent:
         text: str | None = None,
         run_id: str | None = None,
         channel: str | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> AgentRun:
         """A run that calls one tool directly, as a person's command does (`/deploy api 2.3`):
         through the approval gate like a call of the model, without the model; the tool's
@@ -241,8 +253,13 @@ class Agent:
             raise UsageError(f"Agent `{self.name}` has no tool `{name}`{where}")
         if not isinstance(arguments, dict):
             raise UsageError(f"arguments must be a dict, got {type(arguments).__name__}")
-        prompt = text if text is not None else f"Run `{name}`."
-        run = self(prompt=prompt, run_id=run_id, channel=channel)
+        run = self(
+            prompt=text if text is not None else f"Run `{name}`.",
+            run_id=run_id,
+            channel=channel,
+            thread=thread,
+            stop_seen=stop_seen,
+        )
         run.direct = direct_call(name, arguments, run.run_id)
         return run
 

@@ -11,10 +11,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from state import PendingCall, RunRecord, Store
+from state import PendingCall, RunRecord, StopGuard, Store
 
 from ._command import as_command_input
-from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
+from ._errors import (
+    RunAlreadyResumed,
+    RunNotFound,
+    RunNotPaused,
+    RunStopped,
+    UnknownInteraction,
+    UsageError,
+)
 from ._journal import INTERRUPTED_BY_CRASH, INTERRUPTED_BY_STOP, closing_results, tool_message
 from ._schema import check_answer
 from ._suspend import Cancel
@@ -67,9 +74,13 @@ class RunBegin:
     parent_id: str | None
     resume: dict[str, Any] | None
     by: tuple[str, ...]
+    thread: tuple[str, str] | None
+    stop_seen: str | None
     direct: PendingCall | None
     _claimed: RunRecord | None
     _chosen: bool
+    _resumed: RunRecord | None
+    """The paused parent this run resumes, as read (`scrub_command`)."""
 
     async def _begin(self, store: Store) -> Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
@@ -121,12 +132,15 @@ class RunBegin:
             layout=LAYOUT,
             transcript_id=self.run_id,
             requesters=list(dict.fromkeys(self.by)),
+            thread=self.thread,
+            stop_seen=self.stop_seen,
         )
         if self.agent.system_prompt:
             run.transcript.append({"role": "system", "content": self.agent.system_prompt})
         run.transcript.append({"role": "user", "content": self.prompt})
         if self.direct is not None:
-            as_command_input(run, self.direct)
+            tool = self.agent.tools.get(self.direct.name)
+            as_command_input(run, self.direct, tool.redact if tool else frozenset())
         return run
 
     def _child(self, parent: RunRecord, *, id_scheme: int) -> RunRecord:
@@ -149,6 +163,10 @@ class RunBegin:
             transcript_id=parent.transcript_id if appended else self.run_id,
             base=len(parent.transcript) if appended else 0,
             requesters=list(dict.fromkeys([*_turn_requesters(parent), *self.by])),
+            # A new turn says where it is and which stop it began under; a resume goes on with
+            # its parent's turn, so a stop of that turn stops it too.
+            thread=self.thread if self.resume is None else parent.thread,
+            stop_seen=self.stop_seen if self.resume is None else parent.stop_seen,
         )
 
     def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> Begin:
@@ -161,6 +179,7 @@ class RunBegin:
             )
         self._check_paused(parent)
         cancel_reason, accepted = _check_answers(parent, resume)
+        self._resumed = parent
         # The handlers that resume recompute the ids they paused with: same scheme as the parent.
         run = self._child(parent, id_scheme=parent.id_scheme)
         run.input = parent.input if self.prompt is None else self.prompt
@@ -212,9 +231,22 @@ class RunBegin:
             raise _already(parent.run_id, parent.resumed_by)
 
     async def _claim(self, store: Store, parent: RunRecord) -> None:
-        claim = await store.claim_run(parent.run_id, child_id=self.run_id)
+        # A resume answers the turn's own requests: refused, in the claim, once that turn was
+        # stopped. A new message that moves on from a paused run starts a turn of its own.
+        guard = None
+        if self.resume is not None and parent.thread is not None:
+            guard = StopGuard(
+                run_id=parent.run_id, channel=parent.thread[0], thread_ts=parent.thread[1]
+            )
+        claim = await store.claim_run(parent.run_id, child_id=self.run_id, stop=guard)
         if claim.won:
             return
+        if claim.stopped is not None:
+            raise RunStopped(
+                f"Run `{parent.run_id}` belongs to a turn that was stopped",
+                run_id=parent.run_id,
+                stop=claim.stopped,
+            )
         if claim.run is None:
             raise RunNotFound(f"No run `{parent.run_id}` in the store", run_id=parent.run_id)
         if claim.run.resumed_by == self.run_id:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import PendingCall, RunRecord
+from state import PendingCall, RunRecord, Store
 
-__all__ = ["as_command_input", "command_output", "direct_call"]
+from ._redact import redact
+
+__all__ = ["as_command_input", "command_output", "direct_call", "scrub_command"]
 
 
 def direct_call(name: str, arguments: dict[str, Any], run_id: str) -> PendingCall:
@@ -30,9 +33,17 @@ def direct_call(name: str, arguments: dict[str, Any], run_id: str) -> PendingCal
     )
 
 
-def as_command_input(run: RunRecord, call: PendingCall) -> None:
-    """Make a new run's one step `call`, as a person typed it (the run's prompt)."""
-    run.input = {"command": run.input, "tool": call.name, "arguments": json.loads(call.arguments)}
+def as_command_input(
+    run: RunRecord, call: PendingCall, hidden: frozenset[str] = frozenset()
+) -> None:
+    """Make a new run's one step `call`, as a person typed it (the run's prompt).
+
+    A person may type a secret into a command (`token=...`): the run's `input` and the
+    transcript (which the store keeps for the thread, and the model reads later) hold the
+    arguments `redact`ed (secret-looking values and the tool's `hidden` ones); only the
+    pending call, which the tool is called with, holds what was typed."""
+    shown = redact(json.loads(call.arguments), hidden)
+    run.input = {"command": run.input, "tool": call.name, "arguments": shown}
     run.transcript.append(
         {
             "role": "assistant",
@@ -41,12 +52,36 @@ def as_command_input(run: RunRecord, call: PendingCall) -> None:
                 {
                     "id": call.tool_call_id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(shown, ensure_ascii=False),
+                    },
                 }
             ],
         }
     )
     run.pending_calls = [call]
+
+
+async def scrub_command(store: Store, parent: RunRecord, tools: Mapping[str, Any]) -> None:
+    """A person's command that paused (for its approval) kept what they typed in its pending
+    call: the tool had to be called with it. Once a child of it has ended the turn nothing needs
+    it, so the paused record is saved again with the call's arguments redacted, and no stored
+    byte keeps a typed secret. No write when there is nothing to hide (one round trip if so)."""
+    if not (isinstance(parent.input, dict) and "command" in parent.input):
+        return
+    if not parent.transcript_read:
+        return  # a claim's copy, without its transcript: never saved
+    calls, changed = [], False
+    for call in parent.pending_calls:
+        tool = tools.get(call.name)
+        hidden: frozenset[str] = getattr(tool, "redact", frozenset())
+        shown = json.dumps(redact(json.loads(call.arguments), hidden), ensure_ascii=False)
+        changed = changed or shown != call.arguments
+        calls.append(PendingCall(tool_call_id=call.tool_call_id, name=call.name, arguments=shown))
+    if changed:
+        parent.pending_calls = calls
+        await store.save_run(parent)
 
 
 def command_output(run: RunRecord) -> str | None:

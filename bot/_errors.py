@@ -14,6 +14,7 @@
         ├── RunNotFound           no run with that `parent_id` in the store
         ├── RunNotPaused          the parent ended (success, error, cancelled); nothing to resume
         ├── RunAlreadyResumed     another resume claimed the parent first (`.resumed_by`)
+        ├── RunStopped            someone stopped the turn the parent belongs to (`.stop`)
         ├── UnknownInteraction    an answer names an interaction the parent is not waiting for
         └── InvalidResumeValue    an answer does not match its interaction's `response_schema`
 
@@ -23,7 +24,7 @@ The pause itself is not an error: it is a `BaseException` private to the runtime
 
 from __future__ import annotations
 
-from state import HandbackError, UsageError
+from state import HandbackError, ThreadStop, UsageError
 
 __all__ = [
     "ApprovalPolicyError",
@@ -34,6 +35,7 @@ __all__ = [
     "RunAlreadyResumed",
     "RunNotFound",
     "RunNotPaused",
+    "RunStopped",
     "UnknownInteraction",
     "UsageError",
 ]
@@ -74,6 +76,17 @@ class RunAlreadyResumed(ResumeError):
     def __init__(self, message: str, *, run_id: str, resumed_by: str | None) -> None:
         super().__init__(message, run_id=run_id)
         self.resumed_by = resumed_by
+
+
+class RunStopped(ResumeError):
+    """The store refused the resume's claim, or the journal's started mark: the run's turn was
+    stopped since it began (`RunRecord.stop_seen`), and nothing resumes a stopped turn's runs
+    or starts their tools. A refused start saved the run stopped first."""
+
+    def __init__(self, message: str, *, run_id: str, stop: ThreadStop | None = None) -> None:
+        super().__init__(message, run_id=run_id)
+        self.stop = stop
+        """The stop, when the store named it (a refused claim; a refused start names none)."""
 
 
 class UnknownInteraction(ResumeError):

@@ -16,13 +16,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from state import RunRecord, Store
+from state import HandbackError, RunRecord, StopGuard, Store
 
 __all__ = [
     "INTERRUPTED_BY_CRASH",
     "INTERRUPTED_BY_STOP",
     "STOP_SAVE_TIMEOUT",
     "Journal",
+    "StartRefused",
     "closing_results",
     "tool_message",
 ]
@@ -40,6 +41,15 @@ INTERRUPTED_BY_STOP = "Interrupted: the run was stopped."
 STOP_SAVE_TIMEOUT = 5.0
 """Seconds a cancelled run waits for its last save: whoever cancelled it is waiting too, and a
 store that does not answer in that time will not answer the next save either."""
+
+
+class StartRefused(HandbackError):
+    """The store refused the journal's started mark: the run's turn was stopped since it began
+    (`save_run(stop=...)`), so its handlers were not started. The run ends as stopped."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"Run `{run_id}` was stopped before its tools started")
+        self.run_id = run_id
 
 
 class Journal:
@@ -61,8 +71,13 @@ class Journal:
     def store(self) -> Store:
         return self._store
 
-    async def save(self, then: Callable[[], None] | None = None) -> None:
+    async def save(
+        self, then: Callable[[], None] | None = None, *, stop: StopGuard | None = None
+    ) -> bool:
         """Write the run as it is now (one round trip); then, if given, call `then()`.
+
+        With `stop` the store writes nothing once the run's turn was stopped (`save_run`):
+        False then, and `then` is not called. True when written.
 
         `then` runs in the task that wrote, in the same turn of the loop as the store's reply:
         nothing else of this run (no Slack call, no other store call, no wait for another turn
@@ -71,16 +86,18 @@ class Journal:
         before the write returns, the write still finishes but `then` is not called.
         """
         wanted = True
+        written = [False]
 
-        def after() -> None:
-            if wanted and then is not None:
+        def after(saved: bool) -> None:
+            written[0] = saved
+            if saved and wanted and then is not None:
                 then()
 
         async with self._lock:
             if self._inflight is not None and not self._inflight.done():
                 # Left behind by a caller that was cancelled while it waited.
                 await asyncio.wait([self._inflight])
-            write = asyncio.ensure_future(self._write(after))
+            write = asyncio.ensure_future(self._write(after, stop))
             write.add_done_callback(_log_failure)
             self._inflight = write
             try:
@@ -88,10 +105,10 @@ class Journal:
             except asyncio.CancelledError:
                 wanted = False
                 raise
+        return written[0]
 
-    async def _write(self, after: Callable[[], None]) -> None:
-        await self._store.save_run(self._run)
-        after()
+    async def _write(self, after: Callable[[bool], None], stop: StopGuard | None) -> None:
+        after(await self._store.save_run(self._run, stop=stop))
 
     async def save_stopped(self) -> None:
         """The last save of a run whose task was cancelled: bounded by `STOP_SAVE_TIMEOUT`.

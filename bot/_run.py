@@ -15,9 +15,9 @@ from state import PendingCall, RunRecord, Store, StoreError
 
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
-from ._command import command_output
-from ._errors import ModelCallError, UsageError
-from ._journal import INTERRUPTED_BY_STOP, Journal, closing_results, tool_message
+from ._command import command_output, scrub_command
+from ._errors import ModelCallError, RunStopped, UsageError
+from ._journal import INTERRUPTED_BY_STOP, Journal, StartRefused, closing_results, tool_message
 from ._model import ModelResponse, ToolCall, describe_failure, from_sdk
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
@@ -67,11 +67,16 @@ class AgentRun(RunBegin):
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
         channel: str | None = None,
+        thread: tuple[str, str] | None = None,
+        stop_seen: str | None = None,
     ) -> None:
         self.agent = agent
         self.channel = channel
         """The Slack channel the run talks in; with per-channel tool sets the model is offered,
         and a step may run, only that channel's tools."""
+        self.thread = thread
+        self.stop_seen = stop_seen
+        """The turn this run begins and the stop mark it began under (`Agent.__call__`)."""
         self._claimed = claimed
         """The parent, claimed for this run by the caller just now (see `Agent.__call__`)."""
         self.by = tuple(by)
@@ -101,6 +106,7 @@ class AgentRun(RunBegin):
         self.stopped_calls: list[StoppedCall] = []
         """When the run was stopped, what became of each call of the step it was in: the
         thread says whether each tool ran, was stopped before it ran, or was interrupted."""
+        self._resumed: RunRecord | None = None
 
     @property
     def stoppable(self) -> bool:
@@ -176,9 +182,10 @@ class AgentRun(RunBegin):
             try:
                 async for event in self._loop(store, journal, run, begin.durable, stream):
                     yield event
-            except StoreError:
+            except (StoreError, StartRefused):
                 # The store failed, not the run: saving it `error` would need the store too,
-                # and a retry with this run id continues from what the journal holds.
+                # and a retry with this run id continues from what the journal holds. (Or it
+                # refused the start of its tools: the run is stopped, below.)
                 raise
             except ModelCallError as exc:
                 # The SDK's words are the whole story: one line, no traceback through the SDK.
@@ -195,6 +202,11 @@ class AgentRun(RunBegin):
             self._stopping = True
             await self._stop(journal, run)
             raise
+        except StartRefused as refused:
+            # Stopped in the store before its tools started: saved as a stop would save it.
+            self._stopping = True
+            await self._stop(journal, run)
+            raise RunStopped(str(refused), run_id=run.run_id) from refused
 
     async def _loop(
         self, store: Store, journal: Journal, run: RunRecord, durable: bool, stream: bool
@@ -349,6 +361,8 @@ class AgentRun(RunBegin):
             run.error = message
         self._closing = True
         await store.save_run(run)
+        if not paused and self._resumed is not None:
+            await scrub_command(store, self._resumed, self.agent.tools)
         _metrics.RUNS_FINISHED.labels(status=run.status, reason=run.reason or "none").inc()
         why = f" ({run.reason})" if run.reason else ""
         # DEBUG: one line per run is a flood under load; the metrics count them at any level.

@@ -19,11 +19,12 @@ from state import (
     PendingCall,
     PendingInteraction,
     RunRecord,
+    StopGuard,
     read_approval,
 )
 
 from ._errors import ApprovalPolicyError
-from ._journal import INTERRUPTED_BY_CRASH, Journal
+from ._journal import INTERRUPTED_BY_CRASH, Journal, StartRefused
 from ._redact import redact, redact_schema
 from ._suspend import Cancelled, HandlerScope, Suspended, current_scope
 from ._tool import ArgumentsError, Tool
@@ -289,16 +290,27 @@ class Step:
         """
         effectful = [r for r in ready if not r.tool.pure]
         started = self.run.started
-        started += [
+        marked = [
             r.outcome.call.tool_call_id
             for r in effectful
             if r.outcome.call.tool_call_id not in started
         ]
+        started += marked
         if not effectful or (self.durable and all(r.tool.idempotent for r in effectful)):
             start()
             return
         self.run.status = "running"
-        await self.journal.save(then=start)
+        # The started mark is written only while the run's turn is not stopped, checked by the
+        # store in the same step: a resume that claimed before a stop never starts a tool after.
+        guard = None
+        if self.run.thread is not None:
+            guard = StopGuard(
+                run_id=self.run.run_id, channel=self.run.thread[0], thread_ts=self.run.thread[1]
+            )
+        if not await self.journal.save(then=start, stop=guard):
+            for call_id in marked:
+                started.remove(call_id)
+            raise StartRefused(self.run.run_id)
 
     async def _run_handler(self, ready: _Ready, call: asyncio.Task[Any]) -> None:
         outcome, tool = ready.outcome, ready.tool

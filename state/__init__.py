@@ -5,6 +5,7 @@ from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._approval import RULE_KEY, Approval, GrantScope, approval_of
 from ._approval_answer import ApprovalAnswer, approves, read_approval
 from ._beat import Heartbeat, Held, Lost
+from ._codec import stop_mark
 from ._errors import (
     ApprovalRuleError,
     CorruptRecordError,
@@ -45,6 +46,7 @@ from ._records import (
     RunClaim,
     RunRecord,
     RunStatus,
+    StopGuard,
     ThreadLease,
     ThreadStop,
     ThreadTake,
@@ -95,6 +97,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SQLiteStore",
+    "StopGuard",
     "Store",
     "StoreClosedError",
     "StoreError",
@@ -118,6 +121,7 @@ __all__ = [
     "read_approval",
     "resolve_store_url",
     "schema_errors",
+    "stop_mark",
     "store_from_url",
     "used_grant",
 ]

@@ -6,6 +6,7 @@ with a long transcript costs microseconds, not milliseconds.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -37,6 +38,8 @@ __all__ = [
     "layout2_log",
     "lease_millis",
     "own_messages",
+    "stop_mark",
+    "stopped_since",
     "text",
     "vote_audits",
 ]
@@ -414,6 +417,26 @@ def decode_audit(data: Raw, *, key: str) -> AuditEntry:
 
 def encode_stop(stop: ThreadStop) -> bytes:
     return _STOP.dump_json(stop)
+
+
+def stop_mark(stop: ThreadStop | None) -> str | None:
+    """A stop mark as the stores keep it (`encode_stop`), for `RunRecord.stop_seen`: the claims
+    compare the kept mark with it byte for byte, so no clock is read to tell two stops apart."""
+    return None if stop is None else encode_stop(stop).decode()
+
+
+def stopped_since(rec: Raw, mark: Raw | None) -> bool:
+    """Whether the run stored as `rec` had its turn stopped: the thread keeps a mark (`mark`)
+    other than the one the turn began under. A run without a thread is never stopped so."""
+    if mark is None:
+        return False
+    try:
+        fields = json.loads(rec)
+    except ValueError:
+        return True  # Fails closed: a run that does not read is not claimed for a resume.
+    if not isinstance(fields, dict) or fields.get("thread") is None:
+        return False
+    return bool(fields.get("stop_seen") != text(mark))
 
 
 def decode_stop(data: Raw, *, key: str) -> ThreadStop:

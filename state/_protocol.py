@@ -18,6 +18,7 @@ from ._records import (
     NudgeKind,
     RunClaim,
     RunRecord,
+    StopGuard,
     ThreadLease,
     ThreadStop,
     ThreadTake,
@@ -40,8 +41,12 @@ __all__ = [
 class RunStore(Protocol):
     """Runs of the agent runtime: saved when they pause and when they end."""
 
-    async def save_run(self, run: RunRecord) -> None:
-        """Insert or replace the run (one round trip).
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+        """Insert or replace the run (one round trip); True.
+
+        With `stop` (the journal's started mark), nothing is written and False comes back when
+        the thread keeps a stop mark other than `run.stop_seen`, read in the same atomic step:
+        a stopped turn's tool never starts.
 
         A layout-2 run's messages after its `base` are appended to its transcript log in the
         same atomic step, only those the log does not hold yet. When the log holds other
@@ -53,8 +58,15 @@ class RunStore(Protocol):
         """One read, with the run's transcript (from its log for layout 2); None when there is
         no such run."""
 
-    async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
+    async def claim_run(
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+    ) -> RunClaim:
         """Atomically mark a paused, unclaimed run as resumed by `child_id` (one round trip).
+
+        With `stop` (a resume of the turn's own requests), an unclaimed run whose turn was
+        stopped since it began loses, with that stop in `stopped`, in the same step; a claim the
+        same child holds already is won again (what it may still run is the journal's to
+        refuse).
 
         Won only when the run exists, its status is `paused` and `resumed_by` is unset or is
         `child_id` already: claiming again with the same child wins again (a retried work item
@@ -107,6 +119,7 @@ class InteractionStore(Protocol):
         audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
         needed: int = 1,
+        stop: StopGuard | None = None,
     ) -> AnswerClaim:
         """`answer_interaction`, writing `audit` when it wins, and with `turn` also the resume's
         claims, all in one atomic step (one round trip).
@@ -125,6 +138,9 @@ class InteractionStore(Protocol):
         changes (`partial`). The `needed`-th answers it with `answer` plus `"approvers"`, every
         voter's id in vote order, and claims the turn as above. A repeated vote changes nothing
         and loses; the record it returns lists that person among its `votes`.
+
+        With `stop`, an answer to a run whose turn was stopped since it began loses and changes
+        nothing, with that stop in `stopped` (checked before the vote counting and the rule).
 
         Fails closed: an Approve (`True`, or an object whose `approved` is true) of an approval
         whose stored rule asks for another number of approvers than `needed` (or whose rule does
@@ -376,10 +392,12 @@ class GrantStore(Protocol):
         answered_by: str,
         now: float,
         audit: AuditEntry,
+        stop: StopGuard | None = None,
     ) -> InteractionClaim:
         """`answer_interaction` and its `audit` entry, won only while the grant is active at
         `now` too, checked in the same atomic step: once `revoke_grant` returns, no answer under
-        that grant is taken any more. A lost claim returns the interaction as stored."""
+        that grant is taken any more. A lost claim returns the interaction as stored. `stop` as
+        for `answer_and_claim`."""
 
 
 @runtime_checkable

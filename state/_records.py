@@ -25,6 +25,7 @@ __all__ = [
     "RunClaim",
     "RunRecord",
     "RunStatus",
+    "StopGuard",
     "ThreadLease",
     "ThreadStop",
     "ThreadTake",
@@ -164,6 +165,14 @@ class RunRecord:
     messages that started or continued it and whoever gave the answers it consumed. Carried
     from parent to child, because `answers` are pruned at each pause; a run that continues after
     an ended one starts afresh. Approvals treat all of them as requesters."""
+    thread: tuple[str, str] | None = None
+    """The conversation's place, (channel, thread_ts), whose stop mark ends this run's turn;
+    carried to the children that resume the turn. None for runs outside a thread and records
+    written before the store checked stops: nothing is checked for those."""
+    stop_seen: str | None = None
+    """The thread's stop mark (as stored, `stop_mark`) when this run's turn began, None for none.
+    While the thread keeps another mark, someone stopped the turn since: the store refuses to
+    answer the run's requests or to claim it for a resume (`claim_run(thread=...)`)."""
 
 
 @dataclass(kw_only=True)
@@ -176,6 +185,8 @@ class RunClaim:
     run comes without its transcript (`transcript_read` False; `transcript_id`, `root_id` when it
     is the log, and `input`/`output` when kept as its messages' text, may be unset): a claim
     decides who resumes, and the resume has read the run with `load_run` already."""
+    stopped: ThreadStop | None = None
+    """Lost because the run's turn was stopped (`RunRecord.stop_seen`): the stop that did it."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -256,6 +267,8 @@ class InteractionClaim:
     won: bool
     record: InteractionRecord | None
     """The record as stored after the attempt; None when no such interaction exists."""
+    stopped: ThreadStop | None = None
+    """Lost because the turn that asked was stopped since (`RunRecord.stop_seen`): that stop."""
 
 
 @dataclass(kw_only=True)
@@ -290,6 +303,17 @@ class ThreadStop:
     """Unix seconds, by the clock of the process that received the stop."""
     event_id: str = ""
     """Slack's id of the event: two stops are two marks even within one clock tick."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class StopGuard:
+    """A claim checked against a thread's stop in the same atomic step: refused when run
+    `run_id` belongs to a thread (`RunRecord.thread`) that keeps a stop mark other than the
+    one its turn began under (`RunRecord.stop_seen`), i.e. someone stopped that turn since."""
+
+    run_id: str
+    channel: str
+    thread_ts: str
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -335,6 +359,9 @@ class AnswerClaim:
     """With `run`: the thread's stop mark, read in the same step as the lease was taken, so the
     resumed turn knows which stop it starts from (`AgentTurn.stop_before`) without another round
     trip. None when the thread has none kept, and always without `run`."""
+    stopped: ThreadStop | None = None
+    """Lost because the turn that asked was stopped since (`RunRecord.stop_seen`): that stop.
+    Nothing was written."""
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -61,6 +61,7 @@ from ._records import (
     InteractionRecord,
     RunClaim,
     RunRecord,
+    StopGuard,
     ThreadStop,
     ThreadTake,
 )
@@ -77,6 +78,9 @@ from ._redis_log import SAVE_APPENDED as _SAVE_APPENDED
 from ._redis_log import decode_loaded as _decode_loaded
 from ._redis_nudges import LUA_SCHEDULE as _SCHEDULE
 from ._redis_nudges import RedisNudges
+from ._redis_stops import LUA_STOP_FIRST as _STOP_FIRST
+from ._redis_stops import LUA_STOPPED_SINCE as _STOPPED_SINCE
+from ._redis_stops import stopped_reply
 from ._url import mask_url, redis_options, store_kind
 
 __all__ = ["RedisStore"]
@@ -106,9 +110,17 @@ return {v[1], v[2], log[1], log[2]}
 
 # Won again by the child that holds the claim: a retried work item resumes with the same derived
 # child id and must carry on with what it started. Any other child loses.
-_CLAIM_RUN = """
+# KEYS: run, settled, and with a stop guard the thread's stop mark: an unclaimed run whose turn
+# was stopped since it began is not claimed ({0, rec, false, mark}).
+_CLAIM_RUN = (
+    _STOPPED_SINCE
+    + """
 local v = redis.call('HMGET', KEYS[1], 'rec', 'status', 'resumed_by')
 if not v[1] then return {0} end
+if v[2] == 'paused' and not v[3] and KEYS[3] then
+  local mark = stopped_since(KEYS[1], KEYS[3])
+  if mark then return {0, v[1], false, mark} end
+end
 if v[2] == 'paused' and (not v[3] or v[3] == ARGV[1]) then
   redis.call('HSET', KEYS[1], 'resumed_by', ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[2])
@@ -116,6 +128,7 @@ if v[2] == 'paused' and (not v[3] or v[3] == ARGV[1]) then
 end
 return {0, v[1], v[3]}
 """
+)
 
 # KEYS: due, nudges, then (interaction, run index) per record; ARGV: now, LONGEST_WAIT,
 # INTERACTION_GRACE, RUN_TTL, then twelve values per record. A pending record added again (a run
@@ -346,6 +359,8 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         self._save_appended = client.register_script(_SAVE_APPENDED)
         self._load_run = client.register_script(_LOAD_RUN)
         self._claim_run = client.register_script(_CLAIM_RUN)
+        self._save_run_guarded = client.register_script(_STOP_FIRST + _SAVE_RUN)
+        self._save_appended_guarded = client.register_script(_STOP_FIRST + _SAVE_APPENDED)
         self._add = client.register_script(_ADD_INTERACTIONS)
         self._set_message = client.register_script(_SET_MESSAGE)
         self._hmget_many = client.register_script(_HMGET_MANY)
@@ -472,23 +487,32 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
 
     # Runs
 
-    async def save_run(self, run: RunRecord) -> None:
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
 
         Layout 2 appends the run's new messages to its transcript log in the same script. When
         the log holds other messages where this run's belong, the run is saved as layout 1 (its
-        transcript inline) instead, and `run` says so from then on.
+        transcript inline) instead, and `run` says so from then on. With `stop` the same scripts
+        run after the stop check (`LUA_STOP_FIRST`).
         """
+        guard_keys: list[str] = []
+        guard_args: list[str] = []
+        save_appended, save_inline = self._save_appended, self._save_run
+        if stop is not None:
+            guard_keys = [self._keys.thread_stop(stop.channel, stop.thread_ts)]
+            guard_args = [run.stop_seen or ""]
+            save_appended, save_inline = self._save_appended_guarded, self._save_run_guarded
         if run.layout == 2:
             rec = encode_run(run, log=0)
             if not rec.startswith(_LOG_PLACEHOLDER):
                 raise AssertionError("a layout-2 record must start with its log number")
             saved = await self._send(
-                self._save_appended(
+                save_appended(
                     keys=[
                         self._keys.run(run.run_id),
                         self._keys.transcripts,
                         self._keys.transcripts_keep,
+                        *guard_keys,
                     ],
                     args=[
                         run.transcript_id or "",
@@ -498,20 +522,24 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
                         RUN_TTL,
                         run.base,
                         *own_messages(run),
+                        *guard_args,
                     ],
                     client=self._live(),
                 )
             )
+            if saved == -1:
+                return False
             if saved:
-                return
+                return True
             inline(run)
-        await self._send(
-            self._save_run(
-                keys=[self._keys.run(run.run_id)],
-                args=[encode_run(run), run.status, run.resumed_by or "", RUN_TTL],
+        saved = await self._send(
+            save_inline(
+                keys=[self._keys.run(run.run_id), *guard_keys],
+                args=[encode_run(run), run.status, run.resumed_by or "", RUN_TTL, *guard_args],
                 client=self._live(),
             )
         )
+        return bool(saved != -1)
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         """One round trip: the record and, for layout 2, its transcript from the log."""
@@ -523,19 +551,25 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
             return None
         return _decode_loaded(key, run_id, reply)
 
-    async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
+    async def claim_run(
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+    ) -> RunClaim:
         if not child_id:
             raise UsageError("`child_id` must be a non-empty run id")
         key = self._keys.run(run_id)
+        keys = [key, self._keys.settled]
+        stop_key = ""
+        if stop is not None:
+            stop_key = self._keys.thread_stop(stop.channel, stop.thread_ts)
+            keys.append(stop_key)
         reply = await self._send(
-            self._claim_run(
-                keys=[key, self._keys.settled], args=[child_id, run_id], client=self._live()
-            )
+            self._claim_run(keys=keys, args=[child_id, run_id], client=self._live())
         )
         if len(reply) == 1:
             return RunClaim(won=False, run=None)
         run = decode_run(reply[1], key=key, run_id=run_id, resumed_by=reply[2])
-        return RunClaim(won=bool(reply[0]), run=run)
+        stopped = stopped_reply(reply, 3, key=stop_key)
+        return RunClaim(won=bool(reply[0]), run=run, stopped=stopped)
 
     # Interactions
 

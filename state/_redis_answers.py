@@ -23,6 +23,7 @@ from ._records import (
     AuditEntry,
     InteractionClaim,
     InteractionStatus,
+    StopGuard,
     TurnClaim,
     Vote,
 )
@@ -31,6 +32,7 @@ from ._redis_ix import LUA_READ_IX
 from ._redis_log import LUA_READ_LOG, decode_loaded
 from ._redis_nudges import LUA_SCHEDULE
 from ._redis_part import RedisPart
+from ._redis_stops import LUA_STOPPED_SINCE, stopped_reply
 from ._withdrawal import LUA_DROP_VOTES, withdrawal_audits
 
 __all__ = ["RedisAnswers"]
@@ -69,7 +71,9 @@ return {won, read_ix(KEYS[1])}
 )
 
 # KEYS: interaction, due, settled, audit, then (run, run index, thread lease, transcripts, thread
-# stop mark) when the resume's claims are asked for. ARGV: id, answer, answered_by, now, settled
+# stop mark) when the resume's claims or a stop guard are asked for, and with the guard the stop
+# mark again (10th): an answer to a run whose turn was stopped since changes nothing and replies
+# {0, ix, false, mark}. ARGV: id, answer, answered_by, now, settled
 # TTL, audit entry, audit cap, run id, child id, lease owner, lease ms (empty without a turn),
 # votes needed, whether the answer approves, this vote, then the audit entries of votes
 # 1 .. needed - 1. An Approve of an approval
@@ -87,12 +91,17 @@ _ANSWER_AND_CLAIM = (
     LUA_READ_IX
     + _MARK_SETTLED
     + LUA_READ_LOG
+    + LUA_STOPPED_SINCE
     + """
 local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'run_id', 'votes')
 if not v[1] then return {0} end
 local expires_at = tonumber(v[2])
 if v[1] ~= 'pending' or not expires_at or expires_at <= tonumber(ARGV[4]) then
   return {0, read_ix(KEYS[1])}
+end
+if KEYS[10] then
+  local mark = stopped_since(KEYS[5], KEYS[10])
+  if mark then return {0, read_ix(KEYS[1]), false, mark} end
 end
 local needed, answer = tonumber(ARGV[12]), ARGV[2]
 if ARGV[13] == '1' then
@@ -135,7 +144,7 @@ mark_settled(KEYS[1], KEYS[3], ARGV[5])
 redis.call('LPUSH', KEYS[4], ARGV[6])
 redis.call('LTRIM', KEYS[4], 0, ARGV[7] - 1)
 local ix = read_ix(KEYS[1])
-if #KEYS < 9 or v[3] ~= ARGV[8] then return {1, ix} end
+if ARGV[10] == '' or v[3] ~= ARGV[8] then return {1, ix} end
 local own = redis.call('ZRANGE', KEYS[6], 0, -1)
 if #own ~= 1 or own[1] ~= ARGV[1] then return {1, ix} end
 local r = redis.call('HMGET', KEYS[5], 'rec', 'status', 'resumed_by')
@@ -152,15 +161,22 @@ return {1, ix, stop, r[1], ARGV[9], log[1], log[2]}
 """
 )
 
-# KEYS: interaction, due, settled, audit, grant. ARGV: id, answer, answered_by, now, settled
-# TTL, audit entry, audit cap. `_ANSWER` with its audit entry, taken only while the grant is
-# neither revoked nor expired: a revoke and an answer under it are ordered by Redis itself.
+# KEYS: interaction, due, settled, audit, grant, and with a stop guard the run and its thread's
+# stop mark. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap. `_ANSWER`
+# with its audit entry, taken only while the grant is neither revoked nor expired: a revoke and
+# an answer under it are ordered by Redis itself; nor after a stop of the turn that asked
+# ({0, ix, false, mark}).
 _ANSWER_UNDER_GRANT = (
     LUA_READ_IX
     + _MARK_SETTLED
+    + LUA_STOPPED_SINCE
     + """
 local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
 if not v[1] then return {0} end
+if v[1] == 'pending' and KEYS[7] then
+  local mark = stopped_since(KEYS[6], KEYS[7])
+  if mark then return {0, read_ix(KEYS[1]), false, mark} end
+end
 local g = redis.call('HMGET', KEYS[5], 'expires_at', 'revoked_at')
 local now, expires_at = tonumber(ARGV[4]), tonumber(v[2])
 if v[1] ~= 'pending' or not expires_at or expires_at <= now
@@ -297,9 +313,10 @@ class RedisAnswers(RedisPart):
         audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
         needed: int = 1,
+        stop: StopGuard | None = None,
     ) -> AnswerClaim:
         """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
-        thread's lease, in one script."""
+        thread's lease, in one script that checks `stop` first."""
         check_now(now)
         entries = vote_audits(audit, needed=needed, answer=answer)
         keys = [
@@ -318,17 +335,25 @@ class RedisAnswers(RedisPart):
             AUDIT_CAP,
         ]
         turn_args: list[str | bytes | int] = ["", "", "", ""]
+        if turn is not None or stop is not None:
+            run_id = turn.run_id if turn is not None else stop.run_id if stop else ""
+            where = turn.lease if turn is not None else stop
+            assert where is not None
+            keys += [
+                self._keys.run(run_id),
+                self._keys.run_interactions(run_id),
+                self._keys.thread_lease(where.channel, where.thread_ts),
+                self._keys.transcripts,
+                self._keys.thread_stop(where.channel, where.thread_ts),
+            ]
+        stop_key = ""
+        if stop is not None:
+            stop_key = self._keys.thread_stop(stop.channel, stop.thread_ts)
+            keys.append(stop_key)
         if turn is not None:
             if not turn.child_id:
                 raise UsageError("`child_id` must be a non-empty run id")
             lease = turn.lease
-            keys += [
-                self._keys.run(turn.run_id),
-                self._keys.run_interactions(turn.run_id),
-                self._keys.thread_lease(lease.channel, lease.thread_ts),
-                self._keys.transcripts,
-                self._keys.thread_stop(lease.channel, lease.thread_ts),
-            ]
             turn_args = [
                 turn.run_id,
                 turn.child_id,
@@ -344,14 +369,17 @@ class RedisAnswers(RedisPart):
         args += [encode_audit(entry) for entry in entries[:-1]]
         reply = await self._send(self._answer_and_claim(keys=keys, args=args, client=self._live()))
         claim = self._interaction_claim(interaction_id, reply)
+        if len(reply) == 4 and not reply[0]:
+            stopped = stopped_reply(reply, 3, key=stop_key)
+            return AnswerClaim(won=False, record=claim.record, stopped=stopped)
         if len(reply) == 3:
             return AnswerClaim(won=claim.won, record=claim.record, partial=True)
         if turn is None or len(reply) < 5:
             return AnswerClaim(won=claim.won, record=claim.record)
         run = decode_loaded(self._keys.run(turn.run_id), turn.run_id, reply[3:])
-        stop_key = self._keys.thread_stop(turn.lease.channel, turn.lease.thread_ts)
-        stop = None if reply[2] is None else decode_stop(reply[2], key=stop_key)
-        return AnswerClaim(won=claim.won, record=claim.record, run=run, stop=stop)
+        lease_stop = self._keys.thread_stop(turn.lease.channel, turn.lease.thread_ts)
+        kept = None if reply[2] is None else decode_stop(reply[2], key=lease_stop)
+        return AnswerClaim(won=claim.won, record=claim.record, run=run, stop=kept)
 
     async def answer_under_grant(
         self,
@@ -362,10 +390,16 @@ class RedisAnswers(RedisPart):
         answered_by: str,
         now: float,
         audit: AuditEntry,
+        stop: StopGuard | None = None,
     ) -> InteractionClaim:
-        """The answer and its audit entry, in one script that checks the grant too."""
+        """The answer and its audit entry, in one script that checks the grant (and `stop`)."""
         check_now(now)
         keys = self._keys
+        guard = []
+        stop_key = ""
+        if stop is not None:
+            stop_key = keys.thread_stop(stop.channel, stop.thread_ts)
+            guard = [keys.run(stop.run_id), stop_key]
         reply = await self._send(
             self._answer_under_grant(
                 keys=[
@@ -374,6 +408,7 @@ class RedisAnswers(RedisPart):
                     keys.settled,
                     keys.audit,
                     keys.grant(grant_id),
+                    *guard,
                 ],
                 args=[
                     interaction_id,
@@ -387,7 +422,9 @@ class RedisAnswers(RedisPart):
                 client=self._live(),
             )
         )
-        return self._interaction_claim(interaction_id, reply)
+        claim = self._interaction_claim(interaction_id, reply)
+        claim.stopped = stopped_reply(reply, 3, key=stop_key)
+        return claim
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float

@@ -52,12 +52,13 @@ from ._records import (
     InteractionRecord,
     RunClaim,
     RunRecord,
+    StopGuard,
     ThreadStop,
     ThreadTake,
 )
 from ._sqlite_answers import ACQUIRE_THREAD as _ACQUIRE_THREAD
 from ._sqlite_answers import SELECT_STOP as _SELECT_STOP
-from ._sqlite_answers import SQLiteAnswers, decode_stop_row
+from ._sqlite_answers import SQLiteAnswers, decode_stop_row, stop_row
 from ._sqlite_beat import SQLiteHeartbeat
 from ._sqlite_grants import GRANT_SCHEMA, SQLiteGrants
 from ._sqlite_inbox import INBOX_SCHEMA, SET_THREAD_RUN, SQLiteInbox
@@ -482,38 +483,76 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     # Runs
 
-    async def save_run(self, run: RunRecord) -> None:
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
 
         Layout 2 appends the run's new messages to its transcript log in the same transaction.
         When the log holds other messages where this run's belong, the run is saved as layout 1
-        (its transcript inline) instead, and `run` says so from then on.
+        (its transcript inline) instead, and `run` says so from then on. With `stop` the stop
+        check comes first in the same transaction.
         """
         # Whole seconds: a retention needs no more, and the row is smaller.
         keep_until = int(time.time()) + RUN_TTL
+
+        def stopped(conn: sqlite3.Connection) -> bool:
+            if stop is None:
+                return False
+            kept = conn.execute(
+                _SELECT_STOP, (stop.channel, stop.thread_ts, time.time())
+            ).fetchone()
+            return kept is not None and kept[0] != run.stop_seen
+
         if run.layout == 2:
             messages = [m.decode() for m in own_messages(run)]
             encode_run(run)  # refuses a run it cannot store before anything is written
-            if await self._call(
-                lambda conn: _transaction(
-                    conn, partial(_save_appended, conn, run, messages, keep_until)
-                )
-            ):
-                return
+
+            def appended(conn: sqlite3.Connection) -> bool | None:
+                if stopped(conn):
+                    return None
+                return _save_appended(conn, run, messages, keep_until)
+
+            saved = await self._call(lambda conn: _transaction(conn, partial(appended, conn)))
+            if saved is None:
+                return False
+            if saved:
+                return True
             inline(run)
         params = (run.run_id, run.status, run.resumed_by, encode_run(run).decode(), keep_until)
-        await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
+
+        def upsert(conn: sqlite3.Connection) -> bool:
+            if stopped(conn):
+                return False
+            conn.execute(_UPSERT_RUN, params)
+            return True
+
+        if stop is None:
+            await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
+            return True
+        return await self._call(lambda conn: _transaction(conn, partial(upsert, conn)))
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         """One query: the record and, for layout 2, its transcript from the log."""
         rows = await self._call(lambda conn: conn.execute(_LOAD_RUN, (run_id,)).fetchall())
         return _decode_loaded(run_id, rows)
 
-    async def claim_run(self, run_id: str, *, child_id: str) -> RunClaim:
+    async def claim_run(
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+    ) -> RunClaim:
         if not child_id:
             raise UsageError("`child_id` must be a non-empty run id")
+        if stop is not None and stop.run_id != run_id:
+            raise UsageError("a claim's stop guard must name the run claimed")
 
-        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any]:
+            # An unclaimed run whose turn was stopped since it began is not claimed; one this
+            # child holds already is (what it may still run is the journal's to refuse).
+            mark = stop_row(conn, stop, time.time())
+            if mark is not None:
+                unclaimed = conn.execute(
+                    "SELECT 1 FROM runs WHERE run_id = ? AND resumed_by IS NULL", (run_id,)
+                ).fetchone()
+                if unclaimed is not None:
+                    return False, conn.execute(_CLAIMED_RUN, (run_id,)).fetchone(), mark
             # Won again by the child that holds it: a retried work item resumes with the same
             # derived child id and must carry on with what it started.
             won = conn.execute(
@@ -522,11 +561,16 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
                 " AND (resumed_by IS NULL OR resumed_by = ?)",
                 (child_id, run_id, child_id),
             ).rowcount
-            return won == 1, conn.execute(_CLAIMED_RUN, (run_id,)).fetchone()
+            return won == 1, conn.execute(_CLAIMED_RUN, (run_id,)).fetchone(), None
 
-        won, row = await self._call(claim)
+        if stop is None:
+            won, row, mark = await self._call(claim)
+        else:
+            # Read and write under one write lock, so no stop lands between them.
+            won, row, mark = await self._call(lambda conn: _transaction(conn, partial(claim, conn)))
         if row is None:
             return RunClaim(won=False, run=None)
+        stopped = None if stop is None else decode_stop_row(mark, stop.channel, stop.thread_ts)
         run = decode_run(
             row[0],
             key=f"runs/{run_id}",
@@ -535,7 +579,7 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             status=row[2],
             log_name=row[3],
         )
-        return RunClaim(won=won, run=run)
+        return RunClaim(won=won, run=run, stopped=stopped)
 
     # Interactions
 

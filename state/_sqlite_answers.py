@@ -22,6 +22,7 @@ from ._codec import (
     encode_audit,
     encode_vote,
     lease_millis,
+    stopped_since,
     vote_audits,
 )
 from ._errors import CorruptRecordError, UsageError
@@ -30,6 +31,7 @@ from ._records import (
     AuditEntry,
     InteractionClaim,
     InteractionStatus,
+    StopGuard,
     ThreadStop,
     TurnClaim,
     Vote,
@@ -41,7 +43,7 @@ from ._sqlite_part import SQLitePart
 from ._sqlite_tx import append_audit, transaction
 from ._withdrawal import drop_votes, withdrawal_audits
 
-__all__ = ["ACQUIRE_THREAD", "SELECT_STOP", "SQLiteAnswers", "decode_stop_row"]
+__all__ = ["ACQUIRE_THREAD", "SELECT_STOP", "SQLiteAnswers", "decode_stop_row", "stop_row"]
 
 
 # A late answer (`expires_at <= now`) matches no row and so changes nothing: the record stays
@@ -108,6 +110,25 @@ def decode_stop_row(row: Any, channel: str, thread_ts: str) -> ThreadStop | None
     if row is None:
         return None
     return decode_stop(str(row[0]), key=f"thread_stops/{channel}/{thread_ts}")
+
+
+def stop_row(conn: sqlite3.Connection, guard: StopGuard | None, now: float) -> Any:
+    """Inside a claim's transaction: the row of the stop mark that ends the turn of run
+    `guard.run_id` (`stopped_since`: the thread keeps another mark than the turn began under),
+    else None. Read in the transaction that holds the write lock, so the claim that follows
+    cannot be overtaken by a stop."""
+    if guard is None:
+        return None
+    mark = conn.execute(SELECT_STOP, (guard.channel, guard.thread_ts, now)).fetchone()
+    if mark is None:
+        return None
+    rec = conn.execute("SELECT rec FROM runs WHERE run_id = ?", (guard.run_id,)).fetchone()
+    if rec is None or not stopped_since(rec[0], mark[0]):
+        return None
+    return mark
+
+
+_OPEN = "SELECT 1 FROM interactions WHERE interaction_id = ? AND status = 'pending'"
 
 
 def _claim_turn(
@@ -216,9 +237,10 @@ class SQLiteAnswers(SQLitePart):
         audit: AuditEntry | Sequence[AuditEntry],
         turn: TurnClaim | None = None,
         needed: int = 1,
+        stop: StopGuard | None = None,
     ) -> AnswerClaim:
         """The answer (or vote), its audit entry and (with `turn`) the run's claim and the
-        thread's lease, in one `BEGIN IMMEDIATE` transaction."""
+        thread's lease, in one `BEGIN IMMEDIATE` transaction that checks `stop` first."""
         check_now(now)
         checked = vote_audits(audit, needed=needed, answer=answer)
         entries = [encode_audit(entry).decode() for entry in checked]
@@ -235,6 +257,12 @@ class SQLiteAnswers(SQLitePart):
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any, bool]:
             answered = encode_answer(answer).decode()
+            mark = stop_row(conn, stop, time.time())
+            if (
+                mark is not None
+                and conn.execute(_OPEN + " AND expires_at > ?", (interaction_id, now)).fetchone()
+            ):
+                return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), mark, False
             if approving and not _rule_needs(conn, interaction_id, needed):
                 return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), None, False
             if ballot is not None:
@@ -255,12 +283,15 @@ class SQLiteAnswers(SQLitePart):
             lambda conn: transaction(conn, partial(claim, conn))
         )
         record = None if row is None else decode_ix(row)
+        if not won and claimed is not None and stop is not None:
+            stopped = decode_stop_row(claimed, stop.channel, stop.thread_ts)
+            return AnswerClaim(won=False, record=record, stopped=stopped)
         if turn is None or claimed is None:
             return AnswerClaim(won=won, record=record, partial=partly)
-        run_rows, stop_row = claimed
-        stop = decode_stop_row(stop_row, turn.lease.channel, turn.lease.thread_ts)
+        run_rows, mark = claimed
+        kept = decode_stop_row(mark, turn.lease.channel, turn.lease.thread_ts)
         run = decode_loaded(turn.run_id, run_rows)
-        return AnswerClaim(won=won, record=record, run=run, stop=stop)
+        return AnswerClaim(won=won, record=record, run=run, stop=kept)
 
     async def answer_under_grant(
         self,
@@ -271,22 +302,32 @@ class SQLiteAnswers(SQLitePart):
         answered_by: str,
         now: float,
         audit: AuditEntry,
+        stop: StopGuard | None = None,
     ) -> InteractionClaim:
-        """The answer and its audit entry, in one transaction that checks the grant first."""
+        """The answer and its audit entry, in one transaction that checks the grant (and `stop`)
+        first."""
         check_now(now)
         answer_params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
         entry = encode_audit(audit).decode()
 
-        def claim(conn: sqlite3.Connection) -> tuple[bool, Any]:
+        def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any]:
+            mark = stop_row(conn, stop, time.time())
+            if mark is not None and conn.execute(_OPEN, (interaction_id,)).fetchone():
+                return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), mark
             if conn.execute(GRANT_ACTIVE, (grant_id, now)).fetchone() is not None:
                 rows = conn.execute(_ANSWER, answer_params).fetchall()
                 if rows:
                     append_audit(conn, entry)
-                    return True, rows[0]
-            return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone()
+                    return True, rows[0], None
+            return False, conn.execute(SELECT_IX, (interaction_id,)).fetchone(), None
 
-        won, row = await self._call(lambda conn: transaction(conn, partial(claim, conn)))
-        return InteractionClaim(won=won, record=None if row is None else decode_ix(row))
+        won, row, mark = await self._call(lambda conn: transaction(conn, partial(claim, conn)))
+        stopped = None
+        if mark is not None and stop is not None:
+            stopped = decode_stop_row(mark, stop.channel, stop.thread_ts)
+        return InteractionClaim(
+            won=won, record=None if row is None else decode_ix(row), stopped=stopped
+        )
 
     async def close_interaction(
         self, interaction_id: str, *, status: InteractionStatus, now: float

@@ -213,19 +213,85 @@ def redis_url() -> str:
     return url
 
 
+TEST_SECRETS = (
+    "hunter2",
+    "s3cret",
+    "s3cr3t",
+    "xoxb-1234567890-leaked",
+    "xoxb-123-456-abcDEF",
+    "sk-abcdefghij",
+)
+"""The secrets tests type (in messages, commands, arguments, forms): none may reach an audit
+log. Every store a test used is scanned for them before it is thrown away (`_audit_leaks`), so
+"the audit of the whole suite's stores holds none" is checked by every run of any test."""
+
+
 @pytest.fixture
 def redis_store_url(redis_url: str) -> Iterator[str]:
     """A Redis store URL with a prefix of its own, so concurrent tests never share keys;
-    whatever a test wrote under it is deleted afterwards, whoever opened the store."""
+    whatever a test wrote under it is deleted afterwards, whoever opened the store, once its
+    audit log was found to hold none of `TEST_SECRETS`."""
     sep = "&" if "?" in redis_url else "?"
     url = f"{redis_url}{sep}prefix=hbtest-{uuid.uuid4().hex[:12]}:"
     yield url
+    leaks = _redis_audit_leaks(url)
     _drop_prefix(url)
+    if leaks:
+        pytest.fail(f"the audit log holds typed secrets: {leaks}")
 
 
 @pytest.fixture
-def sqlite_store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'handback.db'}"
+def sqlite_store_url(tmp_path: Path) -> Iterator[str]:
+    """A SQLite store URL in the test's own directory; its audit log is checked for
+    `TEST_SECRETS` afterwards."""
+    path = tmp_path / "handback.db"
+    yield f"sqlite:///{path}"
+    leaks = _sqlite_audit_leaks(path)
+    if leaks:
+        pytest.fail(f"the audit log holds typed secrets: {leaks}")
+
+
+def _audit_leaks(entries: list[bytes | str]) -> list[str]:
+    """The raw audit entries (the bytes the store keeps) that hold a test secret."""
+    found = []
+    for raw in entries:
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        if any(secret in text for secret in TEST_SECRETS):
+            found.append(text[:300])
+    return found
+
+
+def _redis_audit_leaks(url: str) -> list[str]:
+    import redis
+
+    prefix = url.split("prefix=", 1)[1]
+    client = redis.Redis.from_url(url.split("?", 1)[0])
+    try:
+        entries: list[bytes | str] = []
+        # The audit list under the prefix, tagged or not (a cluster's `{prefix}audit`).
+        for key in client.scan_iter(match=f"*{prefix}*audit"):
+            if client.type(key) == b"list":
+                entries += client.lrange(key, 0, -1)
+        return _audit_leaks(entries)
+    finally:
+        client.close()
+
+
+def _sqlite_audit_leaks(path: Path) -> list[str]:
+    import sqlite3
+
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit'").fetchall()
+        if not tables:
+            return []
+        return _audit_leaks([row[0] for row in conn.execute("SELECT rec FROM audit")])
+    except sqlite3.Error:
+        return []  # a test that broke the file on purpose has no audit to read
+    finally:
+        conn.close()
 
 
 @pytest.fixture(params=["sqlite", "redis"])

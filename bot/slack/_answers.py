@@ -42,6 +42,7 @@ from ._home import NOT_IN_HOME, Home
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
 from ._refusal import NOT_YOURS, Refusal
+from ._stops import stop_guard, stopped_notice
 from ._turns import Thread, TurnHold
 from ._visibility import Visibility
 from ._votes import Votes, approves, voted, votes_needed
@@ -254,6 +255,8 @@ class Answers:
             )
             if in_home:
                 await self._check_home(record, action.user_id, work)
+            else:
+                await self._check_card(record, action.user_id, work)
             if not record.message_ts and action.message_ts and record.channel:
                 # A crash between posting the card and saving where it went leaves no ts; the
                 # click comes from the card itself, so it says where the card is.
@@ -322,6 +325,16 @@ class Answers:
         refusal = NOT_IN_HOME if self.home is None else await self.home.refusal(record, user)
         if refusal is not None:
             raise Refusal(refusal)
+
+    async def _check_card(self, record: InteractionRecord, user: str, work: Work | None) -> None:
+        """A click on a card is taken only from someone who can see the conversation it is in
+        (`Visibility`, as for Home and modals): a forged click on a DM's or a private channel's
+        request by someone outside it is refused. Run by the worker before the claim, never on
+        the ack path; for a public channel it is one cached `conversations.info`. Fails closed."""
+        if _own_earlier_answer(record, user, work) or _own_earlier_vote(record, user, work):
+            return
+        if not await self.visibility.can_see(record, user):
+            raise Refusal(NOT_YOURS, record=record)
 
     async def _show_page(self, record: InteractionRecord, action: CardAction) -> None:
         page = blocks.page_from_action(record, action)
@@ -638,6 +651,22 @@ class Answers:
                 self.conversations.turns.let_go(hold)
             raise
         stored, now = claim.record, self.clock()
+        if claim.stopped is not None:
+            # The turn that asked was stopped since: the store took nothing (checked with the
+            # answer), and the approver hears who stopped it and that nothing runs.
+            if hold is not None:
+                self.conversations.turns.let_go(hold)
+            await self._refuse(
+                user=user,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                reason=stopped_notice(claim.stopped),
+                interaction_id=record.interaction_id,
+                run_id=record.run_id,
+                home=home,
+                record=record,
+            )
+            return
         if claim.run is not None and stored is not None and hold is not None:
             _metrics.ANSWERS.labels(outcome="accepted").inc()
             # The stop mark the resumed turn starts from came with the claim, read before
@@ -760,6 +789,7 @@ class Answers:
             audit=entries,
             turn=turn,
             needed=needed,
+            stop=stop_guard(record),
         )
 
     def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError
+from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError, stop_mark
 
-from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed
+from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, RunStopped
 from ._cards import Cards
 from ._chat import Chat
 from ._drive import WORKING_REACTION, Driver
@@ -168,11 +168,20 @@ class Conversations:
         try:
             by = [thread.requester] if thread.requester else []
             run = self.agent(
-                prompt=text, parent_id=parent_id, run_id=run_id, by=by, channel=thread.channel
+                prompt=text,
+                parent_id=parent_id,
+                run_id=run_id,
+                by=by,
+                channel=thread.channel,
+                **_turn_of(thread, turn),
             )
             await self.driver.drive(run, thread, turn, slot)
         except StoreError:
             raise  # The work item is taken again once the store answers.
+        except RunStopped as error:
+            log.info("run %s stopped in the store before its tools started", error.run_id)
+            await self._stopped_in_store(thread, error)
+            return
         except RunAlreadyResumed:
             await self.driver.say(
                 thread,
@@ -201,11 +210,19 @@ class Conversations:
         async with self.turns.turn(thread, hold) as slot:
             try:
                 run = self.agent.call_tool(
-                    tool, arguments, text=text, run_id=run_id, channel=thread.channel
+                    tool,
+                    arguments,
+                    text=text,
+                    run_id=run_id,
+                    channel=thread.channel,
+                    **_turn_of(thread, turn),
                 )
                 await self.driver.drive(run, thread, turn, slot)
             except StoreError:
                 raise
+            except RunStopped as error:
+                log.info("command run %s stopped before its tool started", error.run_id)
+                await self._stopped_in_store(thread, error)
             except Exception:
                 await self.driver.failed(thread, f"running the command {text!r}", turn)
 
@@ -265,6 +282,12 @@ class Conversations:
             raise
         except RunAlreadyResumed as error:
             log.info("run %s was already resumed by %s", run_id, error.resumed_by)
+        except RunStopped as error:
+            # The store refused the claim: the turn was stopped, and its stop (in the thread's
+            # turn order) closes its requests and tells the thread. Nothing to say here.
+            who = error.stop.user if error.stop is not None else "someone"
+            log.info("run %s not resumed: its turn was stopped by %s", run_id, who)
+            await self._stopped_in_store(thread, error)
         except InvalidResumeValue as error:
             # Left paused, the run would wait for an answer that is already spent, and be
             # retried (and refused) on every restart: end it instead.
@@ -290,6 +313,13 @@ class Conversations:
                 await self.chat.unreact(thread.channel, working_ts, WORKING_REACTION)
 
     # --------------------------------------------------------------- stopping
+
+    async def _stopped_in_store(self, thread: Thread, error: RunStopped) -> None:
+        """A run the store stopped before its tools started was saved stopped: the thread goes
+        on from it (the next message continues after it, as after any stop). A refused claim
+        (`error.stop` set) saved nothing, and the thread stays where it was."""
+        if error.stop is None:
+            await self.store.set_thread_run(thread.channel, thread.thread_ts, error.run_id)
 
     async def _stopped_before(self, thread: Thread, run_id: str | None, turn: AgentTurn) -> bool:
         """A retried turn whose run was stopped by a person (not handed on by a worker that
@@ -342,6 +372,10 @@ class Conversations:
             ending = closed
             if claimed is not None:
                 ending = await self.store.run_interactions(claimed)
+            elif run_id is not None and ending:
+                # The run paused after the stop arrived (nothing to claim then): the stop's
+                # Cancel claims it now, unguarded, as the one resume a stopped turn allows.
+                await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             if not ending:
                 await self.chat.set_status(thread.channel, thread.thread_ts, "active")
         if run_id is not None and ending:
@@ -355,3 +389,11 @@ class Conversations:
                 ),
                 child_id=stop_child_id(run_id),
             )
+
+
+def _turn_of(thread: Thread, turn: AgentTurn | None) -> dict[str, Any]:
+    """A new turn's place and the stop mark it began under (read before `processing` showed the
+    stop button), for the store's stop checks. A classic turn has no stop button: unchecked."""
+    if turn is None:
+        return {}
+    return {"thread": (thread.channel, thread.thread_ts), "stop_seen": stop_mark(turn.stop_before)}

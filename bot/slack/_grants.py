@@ -38,6 +38,7 @@ from state import (
 from .._redact import REDACTED, redact
 from ._chat import Chat
 from ._policy import AnswerPolicy, GroupMembers
+from ._stops import stop_guard
 
 __all__ = ["Grants", "given_scope", "revoke_grant", "used_grant"]
 # `used_grant` lives in `state` (App Home's rendering reads it too); re-exported for the app.
@@ -227,7 +228,12 @@ class Grants:
                 answered_by=grant.granted_by,
                 now=now,
                 audit=self._use(record, grant, now),
+                stop=stop_guard(record),
             )
+            if claim.stopped is not None:
+                # The turn that asks was stopped since: no grant resumes it (the stop closes the
+                # request in the thread's turn order).
+                return None
             if claim.won and claim.record is not None:
                 await self.chat.post(
                     record.channel,

@@ -18,7 +18,7 @@ from ._chat import Chat
 from ._policy import AnswerPolicy, GroupMembers, read_once
 from ._votes import approves
 
-__all__ = ["Recheck"]
+__all__ = ["GRANT_TAKEN_BACK", "Recheck"]
 
 log = logging.getLogger("handback.slack")
 
@@ -133,7 +133,9 @@ class Recheck:
             )
         elif record.channel:
             # Approved under a standing grant, so it never had a card: post one now, or the
-            # request would wait with nothing anyone can click.
+            # request would wait with nothing anyone can click; and take back, in words, the
+            # notice that said it runs without one.
+            note += f" {GRANT_TAKEN_BACK}"
             card = blocks.with_note(self.cards.card(record), note)
             ts = await self.chat.post(
                 record.channel, card["text"], thread_ts=record.thread_ts, blocks=card["blocks"]
@@ -146,6 +148,9 @@ class Recheck:
                 )
         if self.cards.home_changed is not None:
             self.cards.home_changed([record])  # it waits on its approvers again
+
+
+GRANT_TAKEN_BACK = "It did not run under the standing grant: it waits for an approval here."
 
 
 def _withdrawal_note(gone: dict[str, str]) -> str:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from state import AuditEntry, InteractionRecord, Store
+from state import AuditEntry, InteractionRecord, StopGuard, Store, ThreadStop
 
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
@@ -15,7 +15,7 @@ from ._session import mention
 from ._verify import SessionStopped
 from ._worker import derived_run_id
 
-__all__ = ["StopCheck", "StopDecision", "stop_child_id"]
+__all__ = ["StopCheck", "StopDecision", "stop_child_id", "stop_guard", "stopped_notice"]
 
 log = logging.getLogger("handback.slack")
 
@@ -30,6 +30,22 @@ def stop_child_id(run_id: str) -> str:
     """The run a stop resumes `run_id` as (with `Cancel`): the web side claims the paused run
     for it when the stop arrives, and the stop's work item resumes it as that same child."""
     return derived_run_id(run_id, "stop")
+
+
+def stop_guard(record: InteractionRecord) -> StopGuard | None:
+    """The store's stop check for an answer to `record`: refused once the turn that asked was
+    stopped (`RunRecord.stop_seen`). None for a request outside a thread (no stop reaches it)."""
+    if not record.channel or not record.thread_ts:
+        return None
+    return StopGuard(run_id=record.run_id, channel=record.channel, thread_ts=record.thread_ts)
+
+
+def stopped_notice(stop: ThreadStop) -> str:
+    """What an approver whose answer lost to a stop is told: by whom, and that nothing runs."""
+    return (
+        f"This turn was stopped by {mention(stop.user)}, so your answer was not taken and "
+        "nothing runs."
+    )
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -121,8 +137,8 @@ class StopCheck:
             text = decision.refusal
         elif decision.approved_first is not None:
             text = (
-                f"An approval came first: {decision.approved_first} The rest of this turn is "
-                "stopped, but a tool that has started may finish."
+                f"An approval came first: {decision.approved_first} The turn is stopped: a tool "
+                "that has not started does not run, one that has may finish."
             )
         else:
             return
@@ -143,4 +159,4 @@ def _what_runs(records: list[InteractionRecord]) -> str:
         for record in records
         if record.status == "answered" and record.kind == "approval"
     ]
-    return (", ".join(said) or "an answer was taken") + " and runs."
+    return (", ".join(said) or "an answer was taken") + "."

@@ -24,7 +24,7 @@ from typing import Any, Literal, cast
 
 from bot import Agent, Tool, current_call
 from bot.testing import FunctionModel
-from state import RunRecord, Store, open_store
+from state import RunRecord, StopGuard, Store, open_store
 
 Point = Literal["in-tool", "before-mark", "after-mark"]
 
@@ -75,16 +75,17 @@ class _StopsAtTheMark:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord) -> None:
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
         marks = any(
             c.name == self._tool and c.tool_call_id in run.started for c in run.pending_calls
         )
         if not marks:
-            return await self._store.save_run(run)
+            return await self._store.save_run(run, stop=stop)
         if self._at == "before-mark":
             await _stop_here("MARKING")
-        await self._store.save_run(run)
+        await self._store.save_run(run, stop=stop)
         await _stop_here("MARKED")
+        return True
 
 
 async def _stop_here(point: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 from bot import RunNotPaused, Tool, current_call
 from bot.events import OutputEvent
 from bot.tools import ask_user
-from state import RunRecord, Store
+from state import RunRecord, StopGuard, Store
 
 from .conftest import CountingStore, Crash, events_of, last_tool_results, make_agent, script
 
@@ -232,11 +232,11 @@ class _WatchesTheMark:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord) -> None:
-        await self._store.save_run(run)
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+        saved = await self._store.save_run(run, stop=stop)
         if run.status != "running" or not run.started or run.results:
             self.seen.append("save_run")
-            return
+            return saved
         self.seen.append("marked")
 
         def next_turn() -> None:
@@ -247,6 +247,7 @@ class _WatchesTheMark:
             self.looked.set()
 
         asyncio.get_running_loop().call_soon(next_turn)
+        return saved
 
 
 async def test_a_sync_call_is_started_in_the_same_turn_as_its_started_mark(store: Store) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from blocks import ACTION_APPROVE
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
-from state import RunRecord, StoreError, open_store
+from state import RunRecord, StopGuard, StoreError, open_store
 from state._url import sqlite_path
 
 from .agents import DEPLOYS, approval_agent
@@ -33,11 +33,11 @@ class FlakyStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord) -> None:
+    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
         if not self.failed and self._fails(run):
             self.failed.append(run.run_id)
             raise StoreError("Redis at `test` failed: No connection available.")
-        await self._store.save_run(run)
+        return await self._store.save_run(run, stop=stop)
 
 
 async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(

@@ -208,6 +208,53 @@ def _release_agent() -> Agent:
     return Agent(name="releaser", model=FunctionModel(never), tools=[tool])
 
 
+async def _raw_holders(h: Harness, store_url: str, secret: str) -> list[str]:
+    """What in the store holds `secret`, read byte by byte: every Redis key under the store's
+    prefix (any type), every SQLite row of every table. Named "run <id>", or the key / table."""
+    found: set[str] = set()
+    if store_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        try:
+            tables = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
+            for table in tables:
+                for row in conn.execute(f"SELECT * FROM {table}"):
+                    if secret in repr(row):
+                        found.add(f"run {row[0]}" if table == "runs" else table)
+        finally:
+            conn.close()
+        return sorted(found)
+    import redis.asyncio as aioredis
+
+    prefix = store_url.split("prefix=", 1)[1]
+    client = aioredis.Redis.from_url(store_url.split("?", 1)[0])
+    try:
+        async for key in client.scan_iter(match=f"{prefix}*"):
+            kind = (await client.type(key)).decode()
+            value: object
+            if kind == "string":
+                value = await client.get(key)
+            elif kind == "hash":
+                value = await client.hgetall(key)
+            elif kind == "list":
+                value = await client.lrange(key, 0, -1)
+            elif kind == "zset":
+                value = await client.zrange(key, 0, -1)
+            elif kind == "stream":
+                value = await client.xrange(key)
+            else:
+                value = await client.smembers(key)
+            if secret in repr(value):
+                name = key.decode().removeprefix(prefix)
+                found.add(f"run {name.removeprefix('run:')}" if name.startswith("run:") else name)
+    finally:
+        await client.aclose()
+    return sorted(found)
+
+
 def _handback(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot._cli", *args],
@@ -249,6 +296,9 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
             "token='[redacted]'"
         )
         card = h.card(opening.ts)
+        stored_card = await h.store.get_interaction(h.interaction_id(card))
+        assert stored_card is not None
+        card_run = stored_card.run_id
         assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
         assert RELEASED == ["hunter2-slash"]  # the tool still gets the real value
 
@@ -261,8 +311,47 @@ async def test_secrets_typed_in_slash_commands_reach_no_channel_and_no_audit(
         assert run is not None
         prompts = [m for m in run.transcript if m.get("role") == "user"]
         assert prompts and not [s for s in secrets if s in json.dumps(prompts)]
+        # The stored transcript (the thread's log the model reads later) and the run's input
+        # keep the redacted form: the typed value was only in the call the tool was made with.
+        assert "hunter2-slash" not in json.dumps(run.transcript)
+        assert "hunter2-slash" not in json.dumps(run.input)
+        # Nor any other stored byte: the paused run's call is redacted once the turn ended.
+        assert await _raw_holders(h, store_url, "hunter2-slash") == []
+        paused = await h.store.load_run(card_run)
+        assert paused is not None and paused.resumed_by is not None
 
     audit = _handback("audit", "--store", store_url, "--json", "--limit", "1000")
     assert audit.returncode == 0, audit.stderr
     assert "/deploy" in audit.stdout
     assert not [s for s in secrets if s in audit.stdout]
+
+
+async def test_a_card_click_from_outside_a_dm_or_private_channel_is_refused(
+    make_bot: BotFactory,
+) -> None:
+    """A forged click on the card itself (not in Home) gets the same check as a Home click:
+    BOB, an approver, is in neither ALICE's DM nor the private channel; his clicks are refused,
+    he is told nothing of the request, the audit says so, and nothing runs. A member approves."""
+    async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
+        h.slack.usergroups["S0OPS"] = [BOB, CAROL]
+        _private(h, ALICE, CAROL)
+        private_ts, private = await _ask(h, PRIVATE)
+        direct_ts, direct = await _ask(h, h.slack.dm_channel(ALICE))
+        for ts, iid, channel in (
+            (private_ts, private, PRIVATE),
+            (direct_ts, direct, h.slack.dm_channel(ALICE)),
+        ):
+            card = h.card(ts)
+            assert await h.click(BOB, card.ts, ACTION_APPROVE, channel=channel) == 200
+            stored = await h.store.get_interaction(iid)
+            assert stored is not None and stored.status == "pending"
+        assert agents.DEPLOYS == []
+        assert [e.interaction_id for e in await _refused(h, BOB)] == [direct, private]
+        told = [e.text for e in h.slack.ephemerals_for(BOB)] + [
+            m.text for m in h.slack.bot_messages(channel=h.slack.dm_channel(BOB))
+        ]
+        assert told and all(NOT_YOURS in t and "deploy" not in t for t in told), told
+
+        # CAROL, a member of the private channel and an approver, approves it: it runs once.
+        assert await h.click(CAROL, h.card(private_ts).ts, ACTION_APPROVE, channel=PRIVATE) == 200
+        assert len(agents.DEPLOYS) == 1
