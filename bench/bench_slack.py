@@ -59,7 +59,7 @@ async def bench(url: str, rounds: int) -> dict[str, list[float]]:
             bot.serve_http("127.0.0.1", 0) as bot_url,
         ):
             slack.bot_url = bot_url
-            freeze_startup_heap()  # what `handback run` does once serving (`serve(freeze_heap=True)`)
+            freeze_startup_heap()  # as `handback run` does: `serve(freeze_heap=True)`
             for i in range(rounds + 20):
                 card_ms, ack_ms, answer_ms = await one_round(slack)
                 if i >= 20:  # warm-up

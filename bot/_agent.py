@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from state import RunRecord, Store, open_store, resolve_store_url
-from state._url import mask_url  # not in `state.__all__`: only echoes of a URL need it
+from state import RunRecord, Store, mask_url, open_store, resolve_store_url
 
 from ._command import direct_call
 from ._errors import UsageError
@@ -253,7 +252,8 @@ class Agent:
             async with self._store_lock:
                 if self.store is None:
                     url = resolve_store_url(None)
-                    log.info("agent %s: no store given, saving runs in %s", self.name, mask_url(url))
+                    shown = mask_url(url)
+                    log.info("agent %s: no store given, saving runs in %s", self.name, shown)
                     self.store = await self._owned.enter_async_context(open_store(url))
         return self.store
 

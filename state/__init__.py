@@ -53,6 +53,7 @@ from ._records import (
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
+from ._url import mask_url
 
 __all__ = [
     "AUDIT_CAP",
@@ -112,6 +113,7 @@ __all__ = [
     "check_schema",
     "check_store",
     "grant_id_for",
+    "mask_url",
     "missing_sqlite_file",
     "nudge_times",
     "open_store",

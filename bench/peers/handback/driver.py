@@ -351,7 +351,7 @@ async def slack_bots(store: Any, url: str, *, web_only: bool = False) -> AsyncIt
                     )
                 )
             slack.bot_url = await stack.enter_async_context(web.serve_http("127.0.0.1", 0))
-            freeze_startup_heap()  # what `handback run` does once serving (`serve(freeze_heap=True)`)
+            freeze_startup_heap()  # as `handback run` does: `serve(freeze_heap=True)`
             bots = Bots(slack=slack, web=web, worker=worker, model=model)
             yield bots
             await bots.drain()
