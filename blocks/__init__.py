@@ -36,7 +36,7 @@ from ._command_form import arguments_from_submission, render_command_modal
 from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._errors import InvalidAnswer
 from ._form import InputValue
-from ._grant import grant_given_line, grant_used_notice
+from ._grant import grant_used_notice
 from ._home import (
     HOME_BLOCK_LIMIT,
     NOTICE_BLOCK,
@@ -133,7 +133,6 @@ __all__ = [
     "command_usage",
     "escape",
     "grant_blocks",
-    "grant_given_line",
     "grant_used_notice",
     "home_with_notice",
     "locked_arguments",

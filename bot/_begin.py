@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from state import PendingCall, RunRecord, Store
+from state import PendingCall, RunRecord, RunStore
 
 from ._command import as_command_input
 from ._errors import RunAlreadyResumed, RunNotFound, RunNotPaused, UnknownInteraction, UsageError
@@ -71,7 +71,7 @@ class RunBegin:
     _claimed: RunRecord | None
     _chosen: bool
 
-    async def _begin(self, store: Store) -> Begin:
+    async def _begin(self, store: RunStore) -> Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
         if self._claimed is not None and self.resume is not None:
             # Claimed for this run by the caller just now, so no attempt of it saved anything.
@@ -210,7 +210,7 @@ class RunBegin:
         if parent.resumed_by is not None and parent.resumed_by != self.run_id:
             raise _already(parent.run_id, parent.resumed_by)
 
-    async def _claim(self, store: Store, parent: RunRecord) -> None:
+    async def _claim(self, store: RunStore, parent: RunRecord) -> None:
         claim = await store.claim_run(parent.run_id, child_id=self.run_id)
         if claim.won:
             return

@@ -33,7 +33,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 from blocks import InvalidAnswer
-from state import InteractionRecord, Store, StoreError, ThreadStop
+from state import InteractionRecord, Store, StoreError
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import ThreadStop
 
 from .. import Agent, UsageError, _metrics
 from ._answers import Answers
