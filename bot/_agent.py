@@ -33,8 +33,8 @@ class Agent:
 
     Its runs are saved in `store`. An agent made without one saves them where `open_store()`
     points when the first run starts (`$HANDBACK_STORE`, else `sqlite:///handback.db`): its
-    `repr` names that URL, and opening it is logged. `SlackBot` gives such an agent its own
-    store, and refuses an agent whose store is another one.
+    `repr` names that URL, and opening it is logged. `SlackBot` lends such an agent the app's
+    store while the app is open, and refuses an agent whose store is another one.
     """
 
     def __init__(
