@@ -145,9 +145,10 @@ class SlackBot:
         if agent.store is None:
             agent.store = store
         elif agent.store is not store:
+            given = "another store object on it" if repr(agent.store) == repr(store) else store
             raise UsageError(
                 f"agent `{agent.name}` saves its runs in {agent.store!r}, but the app was given "
-                f"{store!r}: pass the same store to both, or none to the `Agent`"
+                f"{given!s}: pass the same store object to both, or none to the `Agent`"
             )
         self.client = client or make_client(settings)
         self.chat = Chat(self.client, ui=settings.handback_slack_ui)

@@ -630,18 +630,11 @@ async def _second_bot(h: Harness, store_url: str, agent: Agent) -> AsyncIterator
         slack_api_url=h.slack.api_url,
         handback_store=store_url,
     )
-    # Another process has its own `Agent` object (and store): an app refuses an agent whose
-    # store is not its own.
-    twin = Agent(
-        name=agent.name,
-        model=agent.model,
-        tools=list(agent.tools.values()),
-        system_prompt=agent.system_prompt,
-        max_iterations=agent.max_iterations,
-    )
     async with (
         open_store(store_url) as store,
-        SlackBot(agent=twin, store=store, settings=config, clock=h.clock, loops=False) as bot,
+        SlackBot(
+            agent=agents.twin(agent), store=store, settings=config, clock=h.clock, loops=False
+        ) as bot,
     ):
         yield bot
 
