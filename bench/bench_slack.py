@@ -21,6 +21,7 @@ from blocks import ACTION_APPROVE
 from bot import Agent, Tool
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
+from bot.slack._heap import freeze_startup_heap  # the CLI's own step, private to it
 from bot.testing import FunctionModel
 from state import open_store
 
@@ -58,6 +59,7 @@ async def bench(url: str, rounds: int) -> dict[str, list[float]]:
             bot.serve_http("127.0.0.1", 0) as bot_url,
         ):
             slack.bot_url = bot_url
+            freeze_startup_heap()  # as `handback run` does: `serve(freeze_heap=True)`
             for i in range(rounds + 20):
                 card_ms, ack_ms, answer_ms = await one_round(slack)
                 if i >= 20:  # warm-up

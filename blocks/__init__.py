@@ -38,7 +38,7 @@ from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
 from ._elicit import ELICITATION
 from ._errors import InvalidAnswer
 from ._form import InputValue
-from ._grant import grant_given_line, grant_used_notice
+from ._grant import grant_used_notice
 from ._home import (
     HOME_BLOCK_LIMIT,
     NOTICE_BLOCK,
@@ -138,7 +138,6 @@ __all__ = [
     "command_usage",
     "escape",
     "grant_blocks",
-    "grant_given_line",
     "grant_used_notice",
     "home_with_notice",
     "locked_arguments",

@@ -12,6 +12,7 @@ from typing import Any
 from state import CorruptRecordError, InteractionRecord, approval_of
 
 from ._choices import Choices, choices_of, is_boolean
+from ._edit import edited_arguments
 from ._elicit import (
     ELICITATION,
     accepted,
@@ -24,30 +25,27 @@ from ._errors import InvalidAnswer
 from ._form import (
     Field,
     FieldError,
-    InputValue,
     form_fields,
     parse_index,
     parse_text,
-    read_field,
     selected_indexes,
 )
+from ._form_values import read_form
 from ._ids import (
     ACTION_APPROVE,
     ACTION_CONFIRM,
     CALLBACK_DENY_MODAL,
     CALLBACK_EDIT_MODAL,
-    block_id,
 )
+from ._modal import deny_reason_block_id
 from ._payloads import CardAction, ModalSubmission
-from ._validate import describe, schema_errors, validate
+from ._validate import validate
 
 __all__ = [
     "accepts_text_reply",
     "answer_from_submission",
     "answer_from_text",
-    "deny_reason_block_id",
     "page_from_action",
-    "read_form",
     "resolve_answer",
 ]
 
@@ -152,11 +150,6 @@ def page_from_action(record: InteractionRecord, action: CardAction) -> int:
     return page
 
 
-def deny_reason_block_id(record: InteractionRecord) -> str:
-    """The block id of the reason input in the deny modal."""
-    return block_id(record.interaction_id, "reason")
-
-
 def _deny_answer(record: InteractionRecord, submission: ModalSubmission) -> dict[str, Any]:
     if record.kind != "approval":
         raise InvalidAnswer("This request is not an approval.")
@@ -179,9 +172,6 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
     if submission.callback_id == CALLBACK_DENY_MODAL:
         return _deny_answer(record, submission)
     if submission.callback_id == CALLBACK_EDIT_MODAL:
-        # Imported here: the edit form reads itself back with `read_form`, from this module.
-        from ._edit import edited_arguments
-
         return edited_arguments(record, submission)
     if record.kind == "approval":
         raise InvalidAnswer("An approval is answered with its buttons.")
@@ -194,82 +184,6 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         validate(record.response_schema, answer)
         return answer
     return read_form(fields, submission.values, record.response_schema)
-
-
-def read_form(
-    fields: list[Field], values: dict[str, InputValue], schema: dict[str, Any] | None
-) -> Any:
-    """The value a submitted form holds (`values` by block id), checked against `schema`;
-    `InvalidAnswer` with inline `errors` by block id."""
-    errors: dict[str, str] = {}
-    # Fields sharing a key are one answer: a choice split into menus of a hundred.
-    groups: dict[str | None, list[tuple[Field, bool, Any]]] = {}
-    for field in fields:
-        try:
-            present, value = read_field(field, values.get(field.block_id))
-        except FieldError as exc:
-            errors[field.block_id] = str(exc)
-            continue
-        groups.setdefault(field.key, []).append((field, present, value))
-    read: dict[str | None, Any] = {}
-    for key, readings in groups.items():
-        first = readings[0][0]
-        if any(field.block_id in errors for field in fields if field.key == key):
-            continue
-        if first.choices is None:
-            _, present, value = readings[0]
-            if present:
-                read[key] = value
-            elif first.required and first.nullable:
-                read[key] = None
-            elif first.required:
-                errors[first.block_id] = "Required"
-            continue
-        picked = [(field, index) for field, _, indexes in readings for index in indexes]
-        if not picked:
-            if first.required:
-                errors[first.block_id] = "Choose an option"
-            continue
-        indexes = sorted({index for _, index in picked})
-        if first.choices.multiple:
-            read[key] = [first.choices.values[index] for index in indexes]
-        elif len(indexes) > 1:
-            for field, _ in picked:
-                errors[field.block_id] = "Choose only one option"
-        else:
-            read[key] = first.choices.values[indexes[0]]
-    if errors:
-        raise InvalidAnswer("Some answers need fixing.", errors=errors)
-    whole = any(field.key is None for field in fields)
-    answer = read.get(None) if whole else {key: v for key, v in read.items() if key is not None}
-    _check_form(schema, fields, answer)
-    return answer
-
-
-def _check_form(schema: dict[str, Any] | None, fields: list[Field], answer: Any) -> None:
-    """Schema violations, each shown next to the field it concerns."""
-    violations = schema_errors(schema, answer)
-    if not violations:
-        return
-    by_key: dict[str | None, str] = {}
-    for field in fields:
-        by_key.setdefault(field.key, field.block_id)
-    fallback = fields[0].block_id
-    errors: dict[str, str] = {}
-    for violation in violations:
-        path = list(violation.absolute_path)
-        key = path[0] if path and isinstance(path[0], str) else None
-        if violation.validator == "required" and not path:
-            names = violation.validator_value
-            missing = [
-                name
-                for name in (names if isinstance(names, list) else [])
-                if isinstance(answer, dict) and name not in answer
-            ]
-            key = str(missing[0]) if missing else None
-        target = by_key.get(key, fallback)
-        errors.setdefault(target, describe(violation))
-    raise InvalidAnswer(describe(violations[0]), errors=errors)
 
 
 def accepts_text_reply(record: InteractionRecord) -> bool:

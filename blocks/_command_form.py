@@ -9,25 +9,22 @@ through the same plan and validated against the tool's schema (`arguments_from_s
 
 from __future__ import annotations
 
-import json
-from decimal import Decimal
 from typing import Any, Final
 
-from ._answers import read_form
 from ._errors import InvalidAnswer
 from ._form import Field, object_fields
+from ._form_values import prefill, read_form
 from ._ids import CALLBACK_COMMAND_MODAL
 from ._modal import input_block
 from ._payloads import CommandOrigin, CommandSubmission
 from ._summary import section
 from ._text import cut, escape, plain
 
-__all__ = ["arguments_from_submission", "command_fields", "prefill", "render_command_modal"]
+__all__ = ["arguments_from_submission", "command_fields", "render_command_modal"]
 
 _FORM_ID: Final = "command"
 """Stands where a question's form has its interaction id, in every block id of the form."""
 _TITLE_LIMIT: Final = 24
-_TEXT_LIMIT: Final = 3000
 _INTRO_LIMIT: Final = 2000
 
 
@@ -35,55 +32,6 @@ def command_fields(schema: dict[str, Any]) -> list[Field] | None:
     """The inputs of a tool's form, in parameter order; None when the parameters do not make a
     form that fits a modal (then the command is answered with its usage instead)."""
     return object_fields(_FORM_ID, schema)
-
-
-def _initial_text(value: Any, field: Field) -> str | None:
-    match field.control:
-        case "text" | "date":
-            text = value if isinstance(value, str) else None
-        case "integer" | "number":
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                return None
-            # number_input wants a plain decimal, never an exponent.
-            text = format(Decimal(repr(value)), "f") if isinstance(value, float) else str(value)
-        case "json":
-            text = json.dumps(value, ensure_ascii=False)
-        case _:
-            return None
-    return text if text is not None and 0 < len(text) <= _TEXT_LIMIT else None
-
-
-def prefill(block: dict[str, Any], field: Field, arguments: dict[str, Any]) -> dict[str, Any]:
-    """`block` with its element showing the argument the person gave for `field`, if any."""
-    if field.key not in arguments or field.typed:
-        return block
-    value = arguments[field.key]
-    element = dict(block["element"])
-    options: list[dict[str, Any]] = element.get("options") or []
-    if field.choices is not None:
-        wanted = value if field.choices.multiple and isinstance(value, list) else [value]
-        picked = [str(i) for i in field.span if field.choices.values[i] in wanted]
-        initial = [option for option in options if option["value"] in picked]
-        if not initial:
-            return block
-        if element["type"] == "static_select":
-            element["initial_option"] = initial[0]
-        else:
-            element["initial_options"] = initial
-    elif field.control == "boolean":
-        if value is not True:
-            return block
-        element["initial_options"] = options[:1]
-    elif field.control == "date":
-        if not isinstance(value, str):
-            return block
-        element["initial_date"] = value
-    else:
-        text = _initial_text(value, field)
-        if text is None:
-            return block
-        element["initial_value"] = text
-    return {**block, "element": element}
 
 
 def render_command_modal(

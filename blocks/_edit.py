@@ -16,10 +16,9 @@ from typing import Any, Final
 
 from state import CorruptRecordError, InteractionRecord, approval_of
 
-from ._answers import read_form
-from ._command_form import prefill
 from ._errors import InvalidAnswer
 from ._form import Field, object_fields
+from ._form_values import prefill, read_form
 from ._ids import CALLBACK_EDIT_MODAL
 from ._modal import input_block
 from ._payloads import ModalSubmission

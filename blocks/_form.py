@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Final, Literal
 
-from state import InteractionRecord
+from state import HandbackError, InteractionRecord
 
 from ._choices import PAGE_SIZE, Choices, choices_of
 from ._elicit import ELICITATION, elicit_choices, requested_schema
@@ -299,7 +299,7 @@ def form_fields(record: InteractionRecord) -> list[Field]:
     ]
 
 
-class FieldError(Exception):
+class FieldError(HandbackError):
     """A field's input cannot be read as its type; the message is shown next to the field."""
 
 

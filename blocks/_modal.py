@@ -8,14 +8,13 @@ from typing import Any, Final
 
 from state import InteractionRecord
 
-from ._answers import deny_reason_block_id
 from ._choices import CHECKBOX_MAX_OPTIONS, OPTION_LIMIT
 from ._form import Field, form_fields
-from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL
+from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL, block_id
 from ._summary import SECTION_LIMIT, main_text, section
 from ._text import cut, cut_mrkdwn, inline_code, plain, to_display
 
-__all__ = ["input_block", "render_modal"]
+__all__ = ["deny_reason_block_id", "input_block", "render_modal"]
 
 _TITLE_LIMIT: Final = 24
 _LABEL_LIMIT: Final = 2000
@@ -158,6 +157,11 @@ def _view(
         "close": plain("Cancel", _TITLE_LIMIT),
         "blocks": blocks,
     }
+
+
+def deny_reason_block_id(record: InteractionRecord) -> str:
+    """The block id of the reason input in the deny modal."""
+    return block_id(record.interaction_id, "reason")
 
 
 def _deny_modal(record: InteractionRecord) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from state import AUDIT_CAP, AuditEntry, InteractionRecord, open_store
 
 from ._audit_filter import AuditFilter, tool_of
 from ._redact import redact
+from .slack._grants import revoke_grant
 
 __all__ = ["print_audit", "print_grants", "print_pending", "revoke", "safe"]
 
@@ -221,8 +222,6 @@ async def print_grants(url: str | None, *, limit: int, as_json: bool, out: TextI
 
 async def revoke(url: str | None, grant_id: str, *, by: str, out: TextIO) -> bool:
     """Revoke a grant now, audited as `by`; says what happened, True when it was in force."""
-    from .slack._grants import revoke_grant
-
     async with open_store(url) as store:
         claim = await revoke_grant(store, grant_id, by=by, now=time.time())
     grant = claim.grant

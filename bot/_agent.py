@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from state import RunRecord, Store, open_store
+from state import RunRecord, Store, mask_url, open_store, resolve_store_url
 
 from ._channels import ChannelTools
 from ._command import direct_call
@@ -30,7 +30,13 @@ _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 
 
 class Agent:
-    """An LLM agent whose tools may pause the run with `suspend()` and be resumed later."""
+    """An LLM agent whose tools may pause the run with `suspend()` and be resumed later.
+
+    Its runs are saved in `store`. An agent made without one saves them where `open_store()`
+    points when the first run starts (`$HANDBACK_STORE`, else `sqlite:///handback.db`): its
+    `repr` names that URL, and opening it is logged. `SlackBot` lends such an agent the app's
+    store while the app is open, and refuses an agent whose store is another one.
+    """
 
     def __init__(
         self,
@@ -70,7 +76,8 @@ class Agent:
         self.system_prompt = system_prompt
         self.max_iterations = max_iterations
         self.store: Store | None = store
-        """Where runs are saved; None opens `HANDBACK_STORE` (default SQLite) on first use."""
+        """Where runs are saved; None opens `$HANDBACK_STORE` (else `sqlite:///handback.db`) when
+        the first run starts, and says so in the log (and, before that, in `repr`)."""
         self.commands: dict[str, Tool] = {}
         """The tools people may run as slash commands, by command (`/deploy`)."""
         for tool in self._tools.values():
@@ -83,7 +90,11 @@ class Agent:
         self._hidden: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
-        return f"Agent({self.name!r}, tools={list(self.tools)!r})"
+        if self.store is not None:
+            store = repr(self.store)
+        else:
+            store = f"None (opens {mask_url(resolve_store_url(None))!r} on first use)"
+        return f"Agent({self.name!r}, tools={list(self.tools)!r}, store={store})"
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -288,7 +299,10 @@ class Agent:
         if self.store is None:
             async with self._store_lock:
                 if self.store is None:
-                    self.store = await self._owned.enter_async_context(open_store(None))
+                    url = resolve_store_url(None)
+                    shown = mask_url(url)
+                    log.info("agent %s: no store given, saving runs in %s", self.name, shown)
+                    self.store = await self._owned.enter_async_context(open_store(url))
         return self.store
 
     async def aclose(self) -> None:

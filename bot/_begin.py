@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from state import PendingCall, RunRecord, StopGuard, Store
+from state import PendingCall, RunRecord, RunStore, StopGuard
 
 from ._command import as_command_input
 from ._errors import (
@@ -82,7 +82,7 @@ class RunBegin:
     _resumed: RunRecord | None
     """The paused parent this run resumes, as read (`scrub_command`)."""
 
-    async def _begin(self, store: Store) -> Begin:
+    async def _begin(self, store: RunStore) -> Begin:
         """Read the parent (and an earlier attempt of this run) and check the resume; no writes."""
         if self._claimed is not None and self.resume is not None:
             # Claimed for this run by the caller just now, so no attempt of it saved anything.
@@ -230,7 +230,7 @@ class RunBegin:
         if parent.resumed_by is not None and parent.resumed_by != self.run_id:
             raise _already(parent.run_id, parent.resumed_by)
 
-    async def _claim(self, store: Store, parent: RunRecord) -> None:
+    async def _claim(self, store: RunStore, parent: RunRecord) -> None:
         # A resume answers the turn's own requests: refused, in the claim, once that turn was
         # stopped. A new message that moves on from a paused run starts a turn of its own.
         guard = None

@@ -371,7 +371,7 @@ def _doctor(ref: str) -> int:
 
 
 def _run(ref: str, role: str = "all") -> int:
-    from state import StoreError
+    from state import StoreError, UsageError
 
     from .slack import ConfigError, Role, load_settings, serve
 
@@ -382,8 +382,8 @@ def _run(ref: str, role: str = "all") -> int:
     _configure_logging(settings)
     try:
         agent = load_agent(ref)
-        asyncio.run(serve(agent, settings, role=cast("Role", role)))
-    except (AgentRefError, ConfigError) as error:
+        asyncio.run(serve(agent, settings, role=cast("Role", role), freeze_heap=True))
+    except (ConfigError, UsageError) as error:  # UsageError: a bad ref, or an agent's own store
         return _fail(str(error))
     except StoreError as error:
         return _fail(f"HANDBACK_STORE cannot be used: {error}")

@@ -1,25 +1,47 @@
-"""The exceptions handback raises; one root for the whole project.
+"""The exceptions handback raises, every package's, drawn once here (`tests/test_error_tree.py`
+checks this drawing against the classes, both ways). One root: `except HandbackError` catches
+every error handback raises on purpose, and nothing else. A name in parentheses is a further base.
 
-    HandbackError                 root of everything handback raises on purpose (defined in
-    │                             `state`, the package every other one depends on)
-    ├── StoreError                state: bad URL, closed store, corrupt record, backend failure
-    ├── InvalidAnswer (ValueError) blocks: a Slack answer that is malformed, tampered or invalid
-    ├── ConfigError               bot.slack: a missing or malformed setting
-    ├── UsageError (TypeError,    the calling code is wrong: bad arguments, bad tool definitions
-    │   ValueError)               (defined in `state`, which raises it too)
-    ├── ApprovalPolicyError       a tool's approval policy raised or returned something other
-    │                             than a bool; the run ends `error` and the tool never runs
-    ├── ModelCallError            a call to the model failed; its message says why in one line
-    └── ResumeError               a resume was refused before any handler ran; the run is intact
-        ├── RunNotFound           no run with that `parent_id` in the store
-        ├── RunNotPaused          the parent ended (success, error, cancelled); nothing to resume
-        ├── RunAlreadyResumed     another resume claimed the parent first (`.resumed_by`)
-        ├── RunStopped            someone stopped the turn the parent belongs to (`.stop`)
-        ├── UnknownInteraction    an answer names an interaction the parent is not waiting for
-        └── InvalidResumeValue    an answer does not match its interaction's `response_schema`
+```
+HandbackError                         root (in `state`, the package every other depends on)
+├── UsageError (TypeError, ValueError)  the calling code is wrong: bad arguments, bad tool
+│   │                                 definitions; fix the code, retrying cannot help
+│   ├── AgentRefError                 bot: `MODULE:ATTR` does not name an `Agent`
+│   ├── AnswerSchemaError             state: a `response_schema` that cannot validate anything
+│   └── ApprovalRuleError             state: an `Approval` rule that can never work
+├── StoreError                        state: the backend failed (unreachable, locked, not a
+│   │                                 database); the redis-py or sqlite3 error is its cause
+│   ├── StoreURLError (ValueError)    a store URL that cannot be opened (a setting's mistake)
+│   ├── StoreClosedError (UsageError)  a store used after `aclose()`
+│   └── CorruptRecordError            a stored value that does not read back as its record
+├── ConfigError                       bot.slack: a missing or malformed setting
+├── ApprovalPolicyError               a tool's approval policy raised or returned something
+│                                     other than a bool; the run ends `error`, the tool never ran
+├── ModelCallError                    a call to the model failed; its message says why in one line
+├── ArgumentsError (ValueError)       the model (or a command) gave arguments the tool cannot
+│                                     take; the message goes back to whoever sent them
+├── ResumeError                       a resume was refused before any handler ran; run intact
+│   ├── RunNotFound                   no run with that `parent_id` in the store
+│   ├── RunNotPaused                  the parent ended (success, error, cancelled)
+│   ├── RunAlreadyResumed             another resume claimed the parent first (`.resumed_by`)
+│   ├── RunStopped                    someone stopped the turn the parent belongs to (`.stop`)
+│   ├── UnknownInteraction            an answer names an interaction the parent is not awaiting
+│   └── InvalidResumeValue            an answer that does not match its `response_schema`
+├── InvalidAnswer (ValueError)        blocks: a Slack answer that is malformed, tampered or
+│   │                                 invalid; the message is shown to the person
+│   └── CommandError                  blocks: a slash command's text that makes no arguments
+├── FieldError                        blocks: one form input that cannot be read as its type
+│                                     (read into an `InvalidAnswer` for the whole form)
+├── Refusal                           bot.slack: a person's answer not taken (not theirs, not
+│                                     allowed); shown to them and audited
+├── GroupLookupFailed                 bot.slack: Slack would not list a user group's members
+└── Misfit (ValueError)               bot.slack: a signed payload that does not fit the models
+```
 
-The pause itself is not an error: it is a `BaseException` private to the runtime, so that a tool's
-`except Exception:` cannot swallow it.
+Not in the tree, on purpose: the pause and the cancellation of a run are `BaseException`s
+private to the runtime (`_suspend.py`), so that a tool's `except Exception:` cannot swallow
+them; and the playground's `Refusal` is LocalSlack playing Slack's error answer (the bot meets
+it as slack_sdk's `SlackApiError`, as it would meet Slack's).
 """
 
 from __future__ import annotations

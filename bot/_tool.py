@@ -26,7 +26,7 @@ from pydantic import (
 
 from state import Approval
 
-from ._errors import ApprovalPolicyError, UsageError
+from ._errors import ApprovalPolicyError, HandbackError, UsageError
 
 __all__ = ["ApprovalRule", "Tool", "as_tool", "json_object", "mark_pure"]
 
@@ -53,7 +53,7 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _COMMAND = re.compile(r"/[a-z0-9_-]{1,31}")
 
 
-class ArgumentsError(ValueError):
+class ArgumentsError(HandbackError, ValueError):
     """The model sent arguments the tool cannot take; the message goes back to the model."""
 
 

@@ -4,7 +4,6 @@ audit log (Redis or SQLite)."""
 from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._approval import RULE_KEY, Approval, GrantScope, approval_of
 from ._approval_answer import ApprovalAnswer, approves, read_approval
-from ._beat import Heartbeat, Held, Lost
 from ._codec import stop_mark
 from ._errors import (
     ApprovalRuleError,
@@ -15,54 +14,40 @@ from ._errors import (
     StoreURLError,
     UsageError,
 )
-from ._grant import Grant, GrantClaim, grant_id_for, used_grant
-from ._health import StoreReport, check_store, missing_sqlite_file, resolve_store_url
+from ._grant import Grant, grant_id_for, used_grant
+from ._health import missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
-from ._keys import AUDIT_CAP, GRANT_GRACE, HOME_VIEWER_TTL, LIVENESS_TTL
-from ._nudges import nudge_times
-from ._open import open_store, store_from_url
+from ._keys import AUDIT_CAP
+from ._open import open_store
 from ._protocol import (
     AuditLog,
     ConversationStore,
     GrantStore,
-    HomeViewers,
     Inbox,
     InteractionStore,
     RunStore,
     Store,
 )
 from ._records import (
-    AnswerClaim,
     AuditAction,
     AuditEntry,
-    InteractionClaim,
     InteractionRecord,
     InteractionStatus,
     NestedRun,
-    Nudge,
-    NudgeKind,
     PendingCall,
     PendingInteraction,
-    RunClaim,
     RunRecord,
     RunStatus,
     StopGuard,
-    ThreadLease,
     ThreadStop,
-    ThreadTake,
-    TurnClaim,
-    Vote,
 )
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
+from ._url import mask_url
 
 __all__ = [
     "AUDIT_CAP",
-    "GRANT_GRACE",
-    "HOME_VIEWER_TTL",
-    "LIVENESS_TTL",
     "RULE_KEY",
-    "AnswerClaim",
     "AnswerSchemaError",
     "Approval",
     "ApprovalAnswer",
@@ -73,26 +58,17 @@ __all__ = [
     "ConversationStore",
     "CorruptRecordError",
     "Grant",
-    "GrantClaim",
     "GrantScope",
     "GrantStore",
     "HandbackError",
-    "Heartbeat",
-    "Held",
-    "HomeViewers",
     "Inbox",
-    "InteractionClaim",
     "InteractionRecord",
     "InteractionStatus",
     "InteractionStore",
-    "Lost",
     "NestedRun",
-    "Nudge",
-    "NudgeKind",
     "PendingCall",
     "PendingInteraction",
     "RedisStore",
-    "RunClaim",
     "RunRecord",
     "RunStatus",
     "RunStore",
@@ -101,27 +77,20 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreError",
-    "StoreReport",
     "StoreURLError",
-    "ThreadLease",
     "ThreadStop",
-    "ThreadTake",
-    "TurnClaim",
     "UsageError",
-    "Vote",
     "WorkItem",
     "approval_of",
     "approves",
     "check_schema",
-    "check_store",
     "grant_id_for",
+    "mask_url",
     "missing_sqlite_file",
-    "nudge_times",
     "open_store",
     "read_approval",
     "resolve_store_url",
     "schema_errors",
     "stop_mark",
-    "store_from_url",
     "used_grant",
 ]

@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
-from ._errors import HandbackError
+from ._errors import UsageError
 
 __all__ = ["AnswerSchemaError", "check_schema", "schema_errors"]
 
@@ -32,7 +32,7 @@ _RFC3339 = re.compile(
 )
 
 
-class AnswerSchemaError(HandbackError, ValueError):
+class AnswerSchemaError(UsageError):
     """A `response_schema` that cannot validate anything: not a JSON Schema, or a `$ref` that
     points nowhere (remote references are never fetched)."""
 

@@ -1,19 +1,6 @@
 """The project's error root, and the errors a store raises apart from losing a claim (which is a
 normal result). The root lives here because `state` is the package every other one depends on;
-`bot` re-exports it, and `blocks.InvalidAnswer` and every `bot` error derive from it.
-
-```
-HandbackError                       root of every error handback raises on purpose
-└── StoreError                      root of every store failure; raised itself when Redis or
-    │                               the SQLite file fails (unreachable, locked, not a database)
-    ├── StoreURLError (ValueError)  a store URL that cannot be opened (developer mistake)
-    ├── StoreClosedError            a store used after `aclose()` (developer mistake)
-    └── CorruptRecordError          a stored value that does not read back as its record
-├── ApprovalRuleError (ValueError)  an `Approval` rule that can never work (developer mistake)
-└── UsageError (TypeError,          an API called in a way that can never work (a developer
-    ValueError)                     mistake): bad arguments, bad tool definitions; `bot`
-                                    re-exports it
-```
+`bot` re-exports it. The whole tree, every package's errors, is drawn once, in `bot/_errors.py`.
 """
 
 from __future__ import annotations
@@ -34,17 +21,23 @@ class HandbackError(Exception):
     them all, and nothing else."""
 
 
+class UsageError(HandbackError, TypeError, ValueError):
+    """The API was called in a way that can never work; fix the calling code. A `TypeError` and
+    a `ValueError` both, so that code written against either keeps catching it."""
+
+
 class StoreError(HandbackError):
     """Root of the errors raised by `state`; raised as is when the backend fails, with the
     redis-py or sqlite3 error as its `__cause__`."""
 
 
 class StoreURLError(StoreError, ValueError):
-    """The store URL has an unknown scheme or a malformed path; credentials are masked."""
+    """The store URL has an unknown scheme or a malformed path; credentials are masked. A
+    setting's mistake (like `ConfigError`), so not a `UsageError`."""
 
 
-class StoreClosedError(StoreError):
-    """The store was used after `aclose()`."""
+class StoreClosedError(StoreError, UsageError):
+    """The store was used after `aclose()` (a mistake of the calling code)."""
 
 
 class CorruptRecordError(StoreError):
@@ -56,10 +49,5 @@ class CorruptRecordError(StoreError):
         self.kind = kind
 
 
-class ApprovalRuleError(HandbackError, ValueError):
+class ApprovalRuleError(UsageError):
     """An `Approval` was built with values that can never work; the message says which."""
-
-
-class UsageError(HandbackError, TypeError, ValueError):
-    """The API was called in a way that can never work; fix the calling code. A `TypeError` and
-    a `ValueError` both, so that code written against either keeps catching it."""

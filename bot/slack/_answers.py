@@ -18,17 +18,17 @@ from typing import Any
 import blocks
 from blocks import ELICITATION, CardAction, InvalidAnswer, ModalSubmission
 from state import (
-    AnswerClaim,
     AuditEntry,
     CorruptRecordError,
     InteractionRecord,
     InteractionStatus,
     Store,
     StoreError,
-    ThreadTake,
-    TurnClaim,
     approval_of,
 )
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import AnswerClaim, ThreadTake, TurnClaim
 
 from .. import Cancel, _logging, _metrics
 from .._errors import ApprovalPolicyError

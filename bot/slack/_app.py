@@ -33,9 +33,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 from blocks import InvalidAnswer
-from state import InteractionRecord, Store, StoreError, ThreadStop
+from state import InteractionRecord, Store, StoreError
 
-from .. import Agent, _metrics
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import ThreadStop
+
+from .. import Agent, UsageError, _metrics
 from ._answers import Answers
 from ._bounded import within
 from ._chat import Chat
@@ -43,7 +46,6 @@ from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
 from ._expiry import Sweeper
-from ._heap import freeze_startup_heap
 from ._home import Home
 from ._liveness import Liveness
 from ._nudges import Nudges
@@ -136,8 +138,18 @@ class SlackBot:
         self.store = store
         self.settings = settings
         self.clock = clock
-        # Runs and interactions must share one store, so the agent's is replaced by the app's.
-        agent.store = store
+        # Runs and interactions must share one store: an agent without one uses the app's while
+        # the app is open, and an agent with another is refused rather than moved behind its back.
+        self._lent = agent.store is None
+        """Whether the agent had no store and uses this app's until the app closes."""
+        if agent.store is None:
+            agent.store = store
+        elif agent.store is not store:
+            given = "another store object on it" if repr(agent.store) == repr(store) else store
+            raise UsageError(
+                f"agent `{agent.name}` saves its runs in {agent.store!r}, but the app was given "
+                f"{given!s}: pass the same store object to both, or none to the `Agent`"
+            )
         self.client = client or make_client(settings)
         self.chat = Chat(self.client, ui=settings.handback_slack_ui)
         self.tasks = Background()
@@ -283,6 +295,8 @@ class SlackBot:
         session = getattr(self.client, "session", None)
         if session is not None and not session.closed:
             await session.close()
+        if self._lent and self.agent.store is self.store:
+            self.agent.store = None  # lent for the app's life: the agent is as it was given
 
     async def drain(self) -> None:
         """Run the inbox and the work started by requests until nothing is left."""
@@ -324,11 +338,10 @@ class SlackBot:
     async def serve_http(
         self, host: str, port: int, *, health_only: bool = False
     ) -> AsyncIterator[str]:
-        """Serve HTTP mode; yields the events URL (port 0 picks a free port). The objects alive
-        by then are frozen out of the garbage collector's full passes (`freeze_startup_heap`)."""
+        """Serve HTTP mode; yields the events URL (port 0 picks a free port). The garbage
+        collector of the embedding process is left as it is (the CLI freezes its own heap)."""
         runner = web.AppRunner(self.web_app(health_only=health_only), access_log=None)
         await runner.setup()
-        freeze_startup_heap()
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
@@ -340,10 +353,8 @@ class SlackBot:
 
     async def run_socket_mode(self, app_token: str, stop: asyncio.Event) -> None:
         """Connect over Socket Mode and handle requests until `stop` is set; payloads that do not
-        fit are acked and never reach Bolt (`CheckedSocketModeHandler`). The objects alive by
-        then are frozen out of the garbage collector's full passes (`freeze_startup_heap`)."""
+        fit are acked and never reach Bolt (`CheckedSocketModeHandler`)."""
         handler = CheckedSocketModeHandler(self.app, app_token)
-        freeze_startup_heap()
         # slack_sdk retries a failing connection forever, so the first connect races `stop`:
         # a SIGTERM while Slack is out of reach still ends the process.
         connecting = asyncio.ensure_future(handler.connect_async())  # type: ignore[no-untyped-call]

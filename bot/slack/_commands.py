@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import blocks
-from state import AuditEntry, Store
+from state import AuditEntry, AuditLog
 
 from .. import Agent, Tool
 from .._redact import redact
@@ -172,7 +172,7 @@ def read_form_submission(agent: Agent, body: dict[str, Any], *, team: str | None
     )
 
 
-async def audit_refusal(store: Store, *, user: str | None, detail: str, at: float) -> None:
+async def audit_refusal(store: AuditLog, *, user: str | None, detail: str, at: float) -> None:
     """The audit entry of a refused command or command form (best effort: the person was
     already answered); `detail` says what and why without the command's text."""
     try:

@@ -18,7 +18,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from blocks import ANYONE
-from state import Approval, StoreError, check_store, missing_sqlite_file, open_store
+from state import Approval, StoreError, missing_sqlite_file, open_store
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._health import check_store
 
 from .. import Agent
 from .._channels import OTHER_CHANNELS

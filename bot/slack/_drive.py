@@ -9,7 +9,10 @@ import json
 import logging
 import re
 
-from state import Store, StoreError, ThreadStop
+from state import Store, StoreError
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import ThreadStop
 
 from .._run import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent

@@ -26,7 +26,6 @@ from state import (
     AuditEntry,
     CorruptRecordError,
     Grant,
-    GrantClaim,
     GrantScope,
     InteractionRecord,
     Store,
@@ -34,6 +33,9 @@ from state import (
     grant_id_for,
     used_grant,
 )
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._grant import GrantClaim
 
 from .._redact import REDACTED, redact
 from ._chat import Chat

@@ -5,6 +5,10 @@ Bolt, slack_sdk, pydantic, openai and jsonschema, the agent, the app), and a ful
 walks all of them: 50-300 ms on a small machine, during which no request is answered, so every
 ack in flight waits for it. Once serving starts, those objects are frozen (`gc.freeze`): full
 collections then walk only what was made since, and take a few milliseconds.
+
+Only a process that is all ours does it: `handback run` (through `serve(freeze_heap=True)`) and
+the benchmark's drivers, which do what the CLI does. A program that embeds `SlackBot` keeps its
+garbage collector as it set it.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ from typing import Any, Final
 
 import blocks
 from blocks import Decision
-from state import HOME_VIEWER_TTL, CorruptRecordError, InteractionRecord, Store
+from state import CorruptRecordError, InteractionRecord, Store
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._keys import HOME_VIEWER_TTL
 
 from .._redact import redact
 from ._chat import Chat

@@ -17,7 +17,12 @@ import time
 import uuid
 from collections.abc import Callable
 
-from state import LIVENESS_TTL, Heartbeat, Held, Lost, Store, StoreError, ThreadLease
+from state import Inbox, StoreError
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._beat import Heartbeat, Held, Lost
+from state._keys import LIVENESS_TTL
+from state._records import ThreadLease
 
 from .. import _metrics
 
@@ -54,7 +59,7 @@ class Liveness:
 
     def __init__(
         self,
-        store: Store,
+        store: Inbox,
         *,
         ttl: float = LIVENESS_TTL,
         stall_limit: float = STALL_LIMIT,

@@ -13,7 +13,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 import blocks
-from state import AuditEntry, CorruptRecordError, InteractionRecord, Nudge, Store, approval_of
+from state import AuditEntry, CorruptRecordError, InteractionRecord, Store, approval_of
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import Nudge
 
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy

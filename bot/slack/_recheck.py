@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import blocks
-from state import AuditEntry, InteractionRecord, Store
+from state import AuditEntry, InteractionRecord, InteractionStore
 
 from ._cards import Cards
 from ._chat import Chat
@@ -29,7 +29,7 @@ class Recheck:
     def __init__(
         self,
         *,
-        store: Store,
+        store: InteractionStore,
         chat: Chat,
         cards: Cards,
         policy: AnswerPolicy,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from state import InteractionRecord
+from state import HandbackError, InteractionRecord
 
 __all__ = ["NOT_YOURS", "Refusal"]
 
@@ -15,7 +15,7 @@ NOT_YOURS: Final = "This is not a request you can see, so you cannot answer it."
 """The whole refusal told to someone who cannot see the request's conversation."""
 
 
-class Refusal(Exception):
+class Refusal(HandbackError):
     """Why a person's answer was not taken; the message is shown to them as is, unless they
     cannot see `record`'s conversation (then they are told `NOT_YOURS`)."""
 

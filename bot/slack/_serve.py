@@ -19,6 +19,7 @@ from .. import Agent
 from .._model import OpenAIModel
 from ._app import Role, SlackBot, make_client
 from ._gates import check_gates
+from ._heap import freeze_startup_heap
 from ._settings import ConfigError, Settings
 
 __all__ = ["check_agent", "check_model", "check_tokens", "serve"]
@@ -80,9 +81,15 @@ async def _check(name: str, call: Awaitable[object], settings: Settings) -> bool
     return True
 
 
-async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None:
+async def serve(
+    agent: Agent, settings: Settings, *, role: Role = "all", freeze_heap: bool = False
+) -> None:
     """Serve until SIGINT or SIGTERM. Then no new work is taken; work already started has
-    `HANDBACK_SHUTDOWN_GRACE` seconds to finish, and what is left goes back to the inbox."""
+    `HANDBACK_SHUTDOWN_GRACE` seconds to finish, and what is left goes back to the inbox.
+
+    `freeze_heap=True` (what the CLI passes, the process being all ours) freezes the objects
+    alive once the app is built out of the garbage collector's full passes (`_heap.py`); a
+    program that embeds the bot keeps its collector as it set it."""
     check_agent(agent, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -98,6 +105,8 @@ async def serve(agent: Agent, settings: Settings, *, role: Role = "all") -> None
         SlackBot(agent=agent, store=store, settings=settings, client=client, role=role) as bot,
         AsyncExitStack() as extra,
     ):
+        if freeze_heap:
+            freeze_startup_heap()
         if settings.handback_metrics_port is not None:
             url = await extra.enter_async_context(
                 bot.serve_http(settings.host, settings.handback_metrics_port, health_only=True)

@@ -15,7 +15,10 @@ from collections.abc import Callable
 
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 
-from state import Store, StoreError, ThreadStop
+from state import ConversationStore, StoreError
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import ThreadStop
 
 from ..events import InteractionEvent, ToolEvent
 from ._chat import Chat, SessionStatus, escape
@@ -63,7 +66,7 @@ class AgentTurn:
         self,
         *,
         chat: Chat,
-        store: Store,
+        store: ConversationStore,
         channel: str,
         thread_ts: str,
         recipient: str | None,

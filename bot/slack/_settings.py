@@ -18,7 +18,9 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from blocks import ANYONE
-from state import LIVENESS_TTL
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._keys import LIVENESS_TTL
 
 from .._errors import HandbackError
 from ._liveness import STALL_LIMIT

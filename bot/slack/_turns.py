@@ -11,7 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from state import Store, StoreError, ThreadLease, ThreadStop, ThreadTake
+from state import ConversationStore, StoreError
+
+# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
+from state._records import ThreadLease, ThreadStop, ThreadTake
 
 from .. import _logging
 from ._liveness import Liveness
@@ -68,7 +71,7 @@ class Thread:
 class ThreadTurns:
     """The turns of every thread this process runs: its locks, and the store's leases."""
 
-    def __init__(self, *, store: Store, liveness: Liveness) -> None:
+    def __init__(self, *, store: ConversationStore, liveness: Liveness) -> None:
         self.store = store
         self.liveness = liveness
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}

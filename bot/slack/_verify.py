@@ -33,6 +33,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from yarl import query_to_pairs
 
 import blocks
+from state import HandbackError
 
 from .. import _metrics
 
@@ -315,7 +316,7 @@ _ROUTED: Final[dict[str, type[_Envelope]]] = {
 """The payloads handed to Bolt; any other `type` is acked here (no listener wants it)."""
 
 
-class Misfit(ValueError):
+class Misfit(HandbackError, ValueError):
     """A verified payload that does not fit the edge models; the message says where."""
 
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from state import CorruptRecordError, InteractionRecord, Store, approval_of, approves
+from state import CorruptRecordError, InteractionRecord, InteractionStore, approval_of, approves
 
 from .. import _metrics
 from ._cards import Cards
@@ -43,7 +43,9 @@ class Refuse(Protocol):
 class Votes:
     """Shows the votes of an approval still open, and refuses a second vote by the same person."""
 
-    def __init__(self, *, store: Store, cards: Cards, recheck: Recheck, refuse: Refuse) -> None:
+    def __init__(
+        self, *, store: InteractionStore, cards: Cards, recheck: Recheck, refuse: Refuse
+    ) -> None:
         self.store = store
         self.cards = cards
         self.recheck = recheck

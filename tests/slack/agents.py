@@ -20,6 +20,19 @@ DEPLOYS: list[dict[str, str]] = []
 """What the pretend `deploy` tool did, so tests can see whether it ran."""
 
 
+def twin(agent: Agent) -> Agent:
+    """The same agent as another process would have it: its own `Agent` object, without a store
+    (an app refuses an agent whose store is another app's)."""
+    return Agent(
+        name=agent.name,
+        model=agent.model,
+        tools=list(agent.tools.values()),
+        system_prompt=agent.system_prompt,
+        max_iterations=agent.max_iterations,
+        description=agent.description,
+    )
+
+
 def deploy(service: str, environment: str) -> str:
     """Deploy a service."""
     DEPLOYS.append({"service": service, "environment": environment})

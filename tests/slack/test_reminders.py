@@ -178,7 +178,7 @@ async def test_two_sweepers_on_one_store_fire_each_once(
         for _ in range(3):
             store = await stack.enter_async_context(open_store(store_url))
             bot = SlackBot(
-                agent=agents.reminding_agent,
+                agent=agents.twin(agents.reminding_agent),  # another process's agent
                 store=store,
                 settings=settings,
                 clock=h.clock,

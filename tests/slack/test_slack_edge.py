@@ -632,7 +632,9 @@ async def _second_bot(h: Harness, store_url: str, agent: Agent) -> AsyncIterator
     )
     async with (
         open_store(store_url) as store,
-        SlackBot(agent=agent, store=store, settings=config, clock=h.clock, loops=False) as bot,
+        SlackBot(
+            agent=agents.twin(agent), store=store, settings=config, clock=h.clock, loops=False
+        ) as bot,
     ):
         yield bot
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from state import Held, Lost, Store, ThreadLease
+from state import Store
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state._beat import Held, Lost
+from state._records import ThreadLease
 
 TTL = 0.6
 """Seconds: short, so that the lapse the tests wait for comes quickly."""

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from state import AuditEntry, Store, ThreadLease, ThreadStop, TurnClaim
+from state import AuditEntry, Store
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state._records import ThreadLease, ThreadStop, TurnClaim
 
 from .conftest import make_interaction, make_run
 

@@ -27,8 +27,6 @@ from state import (
     Store,
     StoreClosedError,
     StoreError,
-    ThreadLease,
-    TurnClaim,
     grant_id_for,
     open_store,
 )
@@ -41,6 +39,9 @@ from state._keys import (
     THREAD_TTL,
     RedisKeys,
 )
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state._records import ThreadLease, TurnClaim
 
 from .conftest import make_interaction, make_run
 

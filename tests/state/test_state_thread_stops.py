@@ -7,7 +7,10 @@ import sqlite3
 
 import pytest
 
-from state import CorruptRecordError, RedisStore, SQLiteStore, Store, ThreadStop, ThreadTake
+from state import CorruptRecordError, RedisStore, SQLiteStore, Store
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state._records import ThreadStop, ThreadTake
 from state._url import sqlite_path
 
 from .conftest import raw_client, redis_keys

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from state import AnswerClaim, AuditEntry, SQLiteStore, Store, ThreadLease, TurnClaim, open_store
+from state import AuditEntry, SQLiteStore, Store, open_store
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state._records import AnswerClaim, ThreadLease, TurnClaim
 from state._url import sqlite_path
 
 from .conftest import make_interaction, make_run

@@ -62,6 +62,7 @@ from bot import Agent
 from bot.events import InteractionEvent
 from bot.playground._slack import LocalSlack
 from bot.slack import Role, SlackBot, load_settings
+from bot.slack._heap import freeze_startup_heap  # the CLI's own step, private to it
 from bot.testing import FunctionModel
 from bot.tools import ask_user
 from state import Store, open_store
@@ -350,6 +351,7 @@ async def slack_bots(store: Any, url: str, *, web_only: bool = False) -> AsyncIt
                     )
                 )
             slack.bot_url = await stack.enter_async_context(web.serve_http("127.0.0.1", 0))
+            freeze_startup_heap()  # as `handback run` does: `serve(freeze_heap=True)`
             bots = Bots(slack=slack, web=web, worker=worker, model=model)
             yield bots
             await bots.drain()
