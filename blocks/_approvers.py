@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from state import CorruptRecordError, InteractionRecord, approval_of
 
-from ._summary import context
+from ._kit import context
 from ._text import cut, escape
 
 if TYPE_CHECKING:

@@ -32,7 +32,8 @@ from ._ids import (
     block_id,
     suffixed,
 )
-from ._summary import SECTION_LIMIT, context, fallback, section, summary_blocks
+from ._kit import SECTION_LIMIT, context, section
+from ._summary import fallback, summary_blocks
 from ._text import cut_mrkdwn, date_token, mention, plain, slack_len
 from ._votes import progress_line
 

@@ -15,9 +15,9 @@ from ._errors import InvalidAnswer
 from ._form import Field, object_fields
 from ._form_values import prefill, read_form
 from ._ids import CALLBACK_COMMAND_MODAL
+from ._kit import section
 from ._modal import input_block
 from ._payloads import CommandOrigin, CommandSubmission
-from ._summary import section
 from ._text import cut, escape, plain
 
 __all__ = ["arguments_from_submission", "command_fields", "render_command_modal"]

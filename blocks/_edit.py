@@ -20,9 +20,9 @@ from ._errors import InvalidAnswer
 from ._form import Field, object_fields
 from ._form_values import prefill, read_form
 from ._ids import CALLBACK_EDIT_MODAL
+from ._kit import context, section
 from ._modal import input_block
 from ._payloads import ModalSubmission
-from ._summary import context, section
 from ._text import inline_code, plain, to_display
 from ._validate import validate
 

@@ -14,7 +14,7 @@ from state import InteractionRecord
 
 from ._choices import Choices, choices_of
 from ._errors import InvalidAnswer
-from ._summary import SECTION_LIMIT, context, section
+from ._kit import SECTION_LIMIT, context, section
 from ._text import cut_mrkdwn, inline_code, to_display
 
 __all__ = [

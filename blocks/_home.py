@@ -16,8 +16,9 @@ from state import AuditEntry, Grant, InteractionRecord, used_grant
 
 from ._card import controls
 from ._ids import ACTION_MORE, ACTION_REVOKE, block_id, parse_action_id
+from ._kit import SECTION_LIMIT, context, header, section
 from ._outcome import approval_outcome
-from ._summary import SECTION_LIMIT, context, fallback, header, section, summary_blocks
+from ._summary import fallback, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, mention, plain, slack_len, to_display
 from ._votes import approvers_needed, names
 

@@ -11,7 +11,8 @@ from state import InteractionRecord
 from ._choices import CHECKBOX_MAX_OPTIONS, OPTION_LIMIT
 from ._form import Field, form_fields
 from ._ids import ACTION_INPUT, CALLBACK_DENY_MODAL, CALLBACK_MODAL, block_id
-from ._summary import SECTION_LIMIT, main_text, section
+from ._kit import SECTION_LIMIT, section
+from ._summary import main_text
 from ._text import cut, cut_mrkdwn, inline_code, plain, to_display
 
 __all__ = ["deny_reason_block_id", "input_block", "render_modal"]

@@ -10,7 +10,8 @@ from state import CorruptRecordError, InteractionRecord, approval_of
 from ._card import Message, render_card
 from ._choices import is_boolean
 from ._grant import grant_given_line
-from ._summary import SECTION_LIMIT, fallback, section, summary_blocks
+from ._kit import SECTION_LIMIT, section
+from ._summary import fallback, summary_blocks
 from ._text import cut_mrkdwn, date_token, inline_code, json_code_block, mention, to_display
 from ._votes import names
 

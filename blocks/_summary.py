@@ -6,40 +6,18 @@ from typing import Any, Final
 
 from state import InteractionRecord
 
-from ._text import cut_mrkdwn, inline_code, json_code_block, mention, plain, to_display
+from ._elicit import elicitation_blocks
+from ._kit import HEADER_LIMIT, SECTION_LIMIT, header, section
+from ._text import cut_mrkdwn, inline_code, json_code_block, mention, to_display
 
-__all__ = [
-    "HEADER_LIMIT",
-    "SECTION_LIMIT",
-    "context",
-    "fallback",
-    "header",
-    "main_text",
-    "section",
-    "summary_blocks",
-]
+__all__ = ["fallback", "main_text", "summary_blocks"]
 
-SECTION_LIMIT: Final = 3000
-HEADER_LIMIT: Final = 150
 _FIELD_LIMIT: Final = 2000
 _MAX_FIELDS: Final = 10
 _TOOL_LIMIT: Final = 200
 _FALLBACK_LIMIT: Final = 300
 # The payload keys that usually hold the sentence a person should read first.
 _TEXT_KEYS: Final = ("question", "prompt", "message", "text", "action", "title", "description")
-
-
-def section(text: str) -> dict[str, Any]:
-    """A mrkdwn section; `text` must already be escaped and within `SECTION_LIMIT`."""
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
-
-
-def context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
-
-
-def header(text: str) -> dict[str, Any]:
-    return {"type": "header", "text": plain(text, HEADER_LIMIT)}
 
 
 def _title(record: InteractionRecord) -> str:
@@ -120,9 +98,6 @@ def summary_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
     if record.kind == "approval":
         return blocks + _approval_blocks(record)
     if record.kind == "elicitation":
-        # Imported here: the elicitation card's module draws on this one's blocks.
-        from ._elicit import elicitation_blocks
-
         return blocks + elicitation_blocks(record)
     key, text = main_text(record)
     if text is not None:

@@ -1,6 +1,6 @@
 """handback's agent runtime: agents whose tools pause with `suspend()` and resume later."""
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from state import Approval, ApprovalRuleError
 
@@ -22,7 +22,7 @@ from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
 from ._tool import Tool
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._config_file import ConfigFileError, agent_from_file
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     # The config file reader brings in the MCP SDK: only for those who read a file.
     if name in ("ConfigFileError", "agent_from_file"):
         from . import _config_file

@@ -14,7 +14,7 @@ from pathlib import Path
 from ._agent import Agent
 from ._errors import UsageError
 
-__all__ = ["DEFAULT_AGENT", "AgentRefError", "load_agent"]
+__all__ = ["DEFAULT_AGENT", "AgentRefError", "load_module_agent", "shadowing"]
 
 DEFAULT_AGENT = "bot.chatops:agent"
 
@@ -27,13 +27,9 @@ class AgentRefError(UsageError):
     """`MODULE:ATTR` does not name an `Agent`; the message says why in one line."""
 
 
-def load_agent(ref: str) -> Agent:
-    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app`, or the one
-    a config file declares (`handback.toml`, see `bot/_config_file.py`)."""
-    from ._config_file import agent_from_file, is_config_file
-
-    if is_config_file(ref):
-        return agent_from_file(ref)
+def load_module_agent(ref: str) -> Agent:
+    """The `Agent` at `MODULE:ATTR`, imported the way uvicorn imports `module:app` (a config
+    file is `bot._config_file.load_agent`'s)."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise AgentRefError(f"`{ref}` is not MODULE:ATTR (for example `{DEFAULT_AGENT}`)")

@@ -18,9 +18,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
-from ._agent_ref import DEFAULT_AGENT, AgentRefError, load_agent
+from ._agent_ref import DEFAULT_AGENT, AgentRefError
 
 if TYPE_CHECKING:
+    from ._agent import Agent
     from ._audit_filter import AuditFilter
     from .slack import Settings
 
@@ -206,6 +207,14 @@ def _grants_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def _fail(message: str) -> int:
     print(f"handback: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def load_agent(ref: str) -> Agent:
+    """The agent `ref` names (a config file or `MODULE:ATTR`); the reader, with the MCP SDK it
+    needs, is imported only by the commands that load an agent."""
+    from ._config_file import load_agent as load
+
+    return load(ref)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

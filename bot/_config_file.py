@@ -33,14 +33,14 @@ from pydantic import (
 from state import Approval, ApprovalRuleError, UsageError
 
 from ._agent import Agent
-from ._agent_ref import AgentRefError, shadowing
+from ._agent_ref import AgentRefError, load_module_agent, shadowing
 from ._channels import OTHER_CHANNELS, is_channel_id
 from ._model import resolve_model
 from ._tool import ApprovalRule, Tool, as_tool
 from .mcp import MCPServer
 from .mcp._env import names_in
 
-__all__ = ["ConfigFileError", "agent_from_file", "is_config_file"]
+__all__ = ["ConfigFileError", "agent_from_file", "is_config_file", "load_agent"]
 
 SUFFIX = ".toml"
 
@@ -378,3 +378,10 @@ def _tool(target: object, rule: Rule | None) -> Tool:
     if rule is None:
         return as_tool(function)
     return Tool(function, requires_approval=_rule(rule))
+
+
+def load_agent(ref: str) -> Agent:
+    """The agent `ref` names: a config file (`handback.toml`) or `MODULE:ATTR`."""
+    if is_config_file(ref):
+        return agent_from_file(ref)
+    return load_module_agent(ref)

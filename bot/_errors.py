@@ -7,6 +7,7 @@ HandbackError                         root (in `state`, the package every other 
 ├── UsageError (TypeError, ValueError)  the calling code is wrong: bad arguments, bad tool
 │   │                                 definitions; fix the code, retrying cannot help
 │   ├── AgentRefError                 bot: `MODULE:ATTR` does not name an `Agent`
+│   │   └── ConfigFileError           bot: a config file with problems, one line each
 │   ├── AnswerSchemaError             state: a `response_schema` that cannot validate anything
 │   └── ApprovalRuleError             state: an `Approval` rule that can never work
 ├── StoreError                        state: the backend failed (unreachable, locked, not a
@@ -17,6 +18,10 @@ HandbackError                         root (in `state`, the package every other 
 ├── ConfigError                       bot.slack: a missing or malformed setting
 ├── ApprovalPolicyError               a tool's approval policy raised or returned something
 │                                     other than a bool; the run ends `error`, the tool never ran
+├── StartRefused                      the store refused a journal's started mark: the turn was
+│                                     stopped, the tools did not start; the run ends stopped
+├── Unanswerable                      bot.mcp: a server asked for what handback does not give
+│                                     (sampling); the call ends with it as its result
 ├── ModelCallError                    a call to the model failed; its message says why in one line
 ├── ArgumentsError (ValueError)       the model (or a command) gave arguments the tool cannot
 │                                     take; the message goes back to whoever sent them

@@ -16,6 +16,8 @@ PACKAGES = ("state", "blocks", "bot")
 LAZY: dict[str, str] = {
     "bot._cli": "the CLI imports a command's machinery (Bolt, the stores) only when that command "
     "runs, so that `handback --help` and a mistyped command answer at once",
+    "bot": "`bot.agent_from_file` brings in the config file reader and with it the MCP SDK: "
+    "only for those who read a file, so that `import bot` stays light",
 }
 """Modules allowed to import siblings inside functions, and why; not to break a cycle."""
 

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from blocks import ELICITATION
 
+from .._errors import HandbackError
 from .._suspend import HandlerScope, Suspended
 
 __all__ = [
@@ -47,7 +48,7 @@ _ACTIONS: Final = ("accept", "decline", "cancel")
 Mode = Literal["form", "url"]
 
 
-class Unanswerable(Exception):
+class Unanswerable(HandbackError):
     """The server asked for something handback does not give (sampling an LLM, an unreadable
     request); the call ends with this message as its result."""
 

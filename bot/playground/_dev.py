@@ -10,7 +10,8 @@ import webbrowser
 
 from state import StoreError
 
-from .._agent_ref import DEFAULT_AGENT, AgentRefError, load_agent
+from .._agent_ref import DEFAULT_AGENT, AgentRefError
+from .._config_file import load_agent
 from ..slack import ConfigError
 from ._playground import Playground
 

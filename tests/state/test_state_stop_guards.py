@@ -14,12 +14,13 @@ from state import (
     Grant,
     StopGuard,
     Store,
-    ThreadLease,
     ThreadStop,
-    TurnClaim,
     grant_id_for,
     stop_mark,
 )
+
+# The thread lease and turn claim are the Slack app's coordination records (not exported).
+from state._records import ThreadLease, TurnClaim
 
 from .conftest import make_interaction, make_run
 
