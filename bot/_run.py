@@ -96,6 +96,9 @@ class AgentRun(RunBegin):
         self.requesters: list[str] = []
         """Who shaped the turn this run belongs to (`RunRecord.requesters`); known once the run
         started, and the same when an earlier attempt is replayed."""
+        self.replayed_since: float | None = None
+        """Set when an earlier attempt of this run had ended: the epoch seconds it began, so
+        that a retry can look for the answer that attempt may have posted already."""
         self._chosen = run_id is not None
         """A caller-chosen id may name an earlier attempt of this run, saved in the store."""
         self._started = False
@@ -162,6 +165,7 @@ class AgentRun(RunBegin):
             # An earlier attempt paused or ended: its events, so that a retry can post the card
             # or the answer that the crashed attempt may not have posted.
             events, output = replayed(run, self.path)
+            self.replayed_since = run.t0 / 1000
             for earlier in events:
                 yield earlier
             self.output = output

@@ -19,7 +19,6 @@ from ._records import (
     RunClaim,
     RunRecord,
     StopGuard,
-    ThreadLease,
     ThreadStop,
     ThreadTake,
     TurnClaim,
@@ -336,13 +335,8 @@ class Inbox(Protocol):
         """Heartbeat: renew the lease of the items `consumer` still holds; returns those ids, so
         a consumer learns it lost an item to another one."""
 
-    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
-        """The item's work is finished: remove it (one round trip). Idempotent.
-
-        `leases` are thread leases the work still holds: each is released if its owner still
-        holds it, and its thread pointed at its `run_id` when that is set, in the same round
-        trip (one script on Redis, one transaction on SQLite).
-        """
+    async def done(self, item_id: str) -> None:
+        """The item's work is finished: remove it (one round trip). Idempotent."""
 
     async def inbox_size(self) -> int:
         """Items not done yet (waiting or leased)."""

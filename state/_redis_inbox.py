@@ -27,8 +27,8 @@ from ._inbox import (
     lease_seconds,
     millis,
 )
-from ._keys import DELIVERY_TTL, INBOX_GROUP, THREAD_TTL
-from ._records import InteractionRecord, ThreadLease
+from ._keys import DELIVERY_TTL, INBOX_GROUP
+from ._records import InteractionRecord
 from ._redis_cluster import RedisClient
 from ._redis_ix import IX_FIELDS, LUA_READ_IX
 from ._redis_part import RedisPart
@@ -129,18 +129,11 @@ return held
 """
 )
 
-# KEYS: the stream, then (thread lease, thread) per lease the work still holds; ARGV: group, id,
-# the thread TTL, then (owner, run id or '') per lease. A script rather than a MULTI pipeline:
-# atomic and one round trip on a single Redis and on a cluster alike. A lease is freed only while
-# its owner holds it; the thread moves on to the run with it.
+# KEYS: the stream; ARGV: group, id. A script rather than a MULTI pipeline: atomic and one round
+# trip on a single Redis and on a cluster alike.
 _DONE = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
-for i = 2, #KEYS - 1, 2 do
-  local owner, run = ARGV[2 + i], ARGV[3 + i]
-  if redis.call('GET', KEYS[i]) == owner then redis.call('DEL', KEYS[i]) end
-  if run ~= '' then redis.call('SET', KEYS[i + 1], run, 'EX', ARGV[3]) end
-end
 return 1
 """
 
@@ -235,19 +228,14 @@ class RedisInbox(RedisPart):
         )
         return [text(item_id) for item_id in reply]
 
-    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
-        """XACK + XDEL, and the `leases` released, in one script (one round trip); an id
-        already gone is a no-op."""
+    async def done(self, item_id: str) -> None:
+        """XACK + XDEL in one script (one round trip); an id already gone is a no-op."""
         check_item_ids([item_id], valid=_is_entry_id, store="Redis")
-        keys = [self._keys.inbox]
-        args: list[str | int] = [INBOX_GROUP, item_id, THREAD_TTL]
-        for lease in leases:
-            keys += [
-                self._keys.thread_lease(lease.channel, lease.thread_ts),
-                self._keys.thread(lease.channel, lease.thread_ts),
-            ]
-            args += [lease.owner, lease.run_id or ""]
-        await self._send(self._done_script(keys=keys, args=args, client=self._live()))
+        await self._send(
+            self._done_script(
+                keys=[self._keys.inbox], args=[INBOX_GROUP, item_id], client=self._live()
+            )
+        )
 
     async def inbox_size(self) -> int:
         """XLEN: done items are deleted, so the stream holds exactly the ones not done."""

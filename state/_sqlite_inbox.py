@@ -28,8 +28,7 @@ from ._inbox import (
     encode_body,
     lease_seconds,
 )
-from ._keys import DELIVERY_TTL, THREAD_TTL
-from ._records import ThreadLease
+from ._keys import DELIVERY_TTL
 from ._sqlite_ix import IX_COLUMNS, decode_ix
 from ._sqlite_part import SQLitePart
 from ._sqlite_tx import transaction
@@ -229,27 +228,11 @@ class SQLiteInbox(SQLitePart):
         held = await self._call(partial(_extend, consumer=consumer, seqs=seqs, lease=seconds))
         return [item_id for item_id, seq in zip(item_ids, seqs, strict=True) if seq in held]
 
-    async def done(self, item_id: str, *, leases: Sequence[ThreadLease] = ()) -> None:
-        """The row deleted and the `leases` released, in one transaction."""
+    async def done(self, item_id: str) -> None:
+        """The row deleted; an id already gone is a no-op."""
         check_item_ids([item_id], valid=_is_row_id, store="SQLite")
         seq = int(item_id)
-        if not leases:
-            await self._call(lambda conn: conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,)))
-            return
-        keep_until = time.time() + THREAD_TTL
-
-        def finish(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,))
-            for lease in leases:
-                where = (lease.channel, lease.thread_ts)
-                conn.execute(
-                    "DELETE FROM thread_leases WHERE channel = ? AND thread_ts = ? AND owner = ?",
-                    (*where, lease.owner),
-                )
-                if lease.run_id:
-                    conn.execute(SET_THREAD_RUN, (*where, lease.run_id, keep_until))
-
-        await self._call(lambda conn: transaction(conn, partial(finish, conn)))
+        await self._call(lambda conn: conn.execute("DELETE FROM inbox WHERE seq = ?", (seq,)))
 
     async def inbox_size(self) -> int:
         row = await self._call(lambda conn: conn.execute("SELECT count(*) FROM inbox").fetchone())

@@ -128,17 +128,23 @@ class WebApi:
         token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
         token = token or args.pop("token", None)
         args.pop("token", None)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
         failures = self._fail_next.get(method)
         if failures:
             status, retry_after = failures.pop(0)
-            ws.calls.append(ApiCall(method=method, args=args, at=time.time(), status=status))
+            ws.calls.append(
+                ApiCall(
+                    method=method, args=args, at=time.time(), status=status, peer_port=peer_port
+                )
+            )
             await ws.publish("rate_limited", {"method": method, "status": status})
             return web.json_response(
                 {"ok": False, "error": "ratelimited"},
                 status=status,
                 headers={"Retry-After": str(retry_after)},
             )
-        ws.calls.append(ApiCall(method=method, args=args, at=time.time()))
+        ws.calls.append(ApiCall(method=method, args=args, at=time.time(), peer_port=peer_port))
         await ws.publish("call", {"method": method})
         if method == "apps.connections.open":
             if token != ws.app_token:

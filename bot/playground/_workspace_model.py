@@ -117,6 +117,9 @@ class ApiCall:
     args: dict[str, Any]
     at: float
     status: int = 200
+    peer_port: int | None = None
+    """The TCP port the call came from, so a test with several bot processes can tell which
+    process made it."""
 
 
 @dataclass(kw_only=True)

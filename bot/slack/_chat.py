@@ -162,6 +162,30 @@ class Chat:
             return Posted(kind="refused", value="no_ts")
         return Posted(kind="posted", value=str(data["ts"]))
 
+    async def already_posted(
+        self, channel: str, thread_ts: str, text: str, *, since: float
+    ) -> bool:
+        """Whether a bot posted `text` (as a plain message) in the thread at or after `since`
+        (epoch seconds): `conversations.replies`, asked only by a retry whose earlier attempt
+        ended its run and may have died after posting the answer, before its work was done."""
+        data = await self._call("conversations_replies", channel=channel, ts=thread_ts, limit=1000)
+        messages = data.get("messages") if data else None
+        if not isinstance(messages, list):
+            return False  # Unknown: posting again beats losing the answer.
+        fitted = fit_text(text)
+        for message in messages:
+            if not isinstance(message, dict) or not message.get("bot_id"):
+                continue
+            try:
+                posted_at = float(message.get("ts", ""))
+            except ValueError:
+                continue
+            said = str(message.get("text", ""))
+            # The answer may follow what the turn showed before it, in the same message.
+            if not message.get("blocks") and said.endswith(fitted) and posted_at >= since:
+                return True
+        return False
+
     async def respond(self, response_url: str, text: str) -> bool:
         """Answer a slash command or click through its `response_url`, to that person alone:
         works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the

@@ -145,7 +145,7 @@ class Conversations:
                     if await self._stopped_before(thread, run_id, turn):
                         return
                     await turn.take_over()
-                await self._start(thread, slot, text=text, run_id=run_id, turn=turn)
+                await self._start(thread, slot, text=text, run_id=run_id, turn=turn, retry=retry)
         finally:
             if turn is None:
                 await self.chat.unreact(thread.channel, message_ts, WORKING_REACTION)
@@ -158,8 +158,16 @@ class Conversations:
         text: str,
         run_id: str | None,
         turn: AgentTurn | None,
+        retry: bool = False,
     ) -> None:
         parent_id = await self.store.get_thread_run(thread.channel, thread.thread_ts)
+        if retry and run_id is not None and parent_id is not None and parent_id != run_id:
+            saved = await self.store.load_run(run_id)
+            if saved is not None and saved.resumed_by is not None:
+                # The first attempt's run paused and died before its work was done; its card
+                # was answered since and the run resumed (the thread moved on with it): this
+                # retry has nothing left to do, and must not start the run again.
+                return
         if parent_id is not None and parent_id == run_id:
             # A retry after the first attempt saved this very run (and pointed the thread at
             # it): replay it, with the parent it was made from, as the runtime checks.

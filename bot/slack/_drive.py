@@ -166,6 +166,15 @@ class Driver:
                 await turn.finish("suspended")
             return
         reply = _reply_text(output)
+        since = run.replayed_since
+        if since is not None and await self.chat.already_posted(
+            thread.channel, thread.thread_ts, reply, since=since
+        ):
+            # The attempt that ended this run posted its answer and died before its work item
+            # was done: the retry finishes the work without a second answer.
+            if turn is not None:
+                await turn.finish("active")
+            return
         if turn is None:
             await self.chat.post(thread.channel, reply, thread_ts=thread.thread_ts)
         elif output.status.code == "success" and turn.streamed_text:

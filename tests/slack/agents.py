@@ -500,3 +500,22 @@ two_person_reminding_agent = Agent(
     ],
 )
 """The two-person rule with reminders: the escalation counts the votes already given."""
+
+
+async def steady_deploy(service: str, environment: str) -> str:
+    """Deploy a service; its line is written first, then it runs for `STEADY_S` seconds."""
+    _executed("deploy", f"{service} {environment}")
+    await asyncio.sleep(STEADY_S)
+    return f"deployed {service} to {environment}"
+
+
+STEADY_S = 0.3
+"""How long `steady_deploy` runs after writing its line: a window a kill can land in."""
+
+steady_agent = Agent(
+    name="steady",
+    model=FunctionModel(_durable_script),
+    tools=[Tool(steady_deploy, name="deploy", requires_approval=True)],
+)
+"""`deploy <service>` asks to approve a deploy that writes its line, then runs for 0.3 s (the
+kill -9 tests of tests/slack/test_durable_kills.py kill it at chosen moments)."""

@@ -8,6 +8,7 @@ taken over within a few seconds.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -298,4 +299,44 @@ async def test_kill_after_a_tool_answered_by_a_thread_reply_ran(
         await fleet.live[0].wait_idle()
         assert marks.lines("name_release") == [f"{dead.pid} 2.3 Falcon"]
         assert len(answers(slack, asked.ts)) == 2
+        assert sorry(slack) == []
+
+
+async def test_kill_as_the_final_answer_is_posted_gives_one_answer(
+    store_url: str, marks: Marks
+) -> None:
+    """(e) The bot dies the moment its final answer's chat.postMessage reaches Slack, which
+    posts it; the bot never learns so and its work item is not done. The restarted process's
+    retry replays the ended run and finds the answer in the thread: one final answer, one
+    deploy (the double answer a Redis burst showed)."""
+    async with HookedSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+        [first] = await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
+        card = await card_in(slack, asked.ts)
+        await first.wait_idle()
+
+        def die_on_answer(call: ApiCall) -> None:
+            text = str(call.args.get("text", ""))
+            if call.method == "chat.postMessage" and text.startswith("Tool said") and first.alive:
+                slack.hooks.remove(die_on_answer)
+                os.kill(first.pid, signal.SIGKILL)  # Slack keeps the message
+
+        slack.hooks.append(die_on_answer)
+        assert (await slack.click(BOB, card.ts, ACTION_APPROVE)).status == 200
+        assert await fleet.first_to_exit() is first
+        assert answers(slack, asked.ts) == ["Tool said: deployed api to prod"]
+        async with open_store(store_url) as store:
+            assert await store.inbox_size() == 1  # the click's work, not done
+
+        [second] = await fleet.start("all")
+        async with open_store(store_url) as store:
+            # The retried item is done once the new process finished it.
+            for _ in range(300):
+                if await store.inbox_size() == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert await store.inbox_size() == 0
+        await second.wait_idle()
+        assert answers(slack, asked.ts) == ["Tool said: deployed api to prod"]
+        assert marks.count("deploy") == 1
         assert sorry(slack) == []
