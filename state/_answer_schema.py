@@ -17,10 +17,11 @@ from datetime import datetime
 from typing import Any
 
 import jsonschema
-from jsonschema import FormatChecker
+from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
+from rfc3986_validator import validate_rfc3986
 
 from ._errors import UsageError
 
@@ -49,13 +50,67 @@ def _is_date_time(value: object) -> bool:
     return True
 
 
+# RFC 3987's `ucschar` and `iprivate`: the non-ASCII characters an IRI may hold (`iprivate`
+# only in its query).
+_UCSCHAR = (
+    (0xA0, 0xD7FF),
+    (0xF900, 0xFDCF),
+    (0xFDF0, 0xFFEF),
+    *((plane, plane + 0xFFFD) for plane in range(0x10000, 0xE0000, 0x10000)),
+    (0xE1000, 0xEFFFD),
+)
+_IPRIVATE = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+_IRI_DRAFTS = (Draft7Validator, Draft201909Validator, Draft202012Validator)
+
+
+def _in(ranges: tuple[tuple[int, int], ...], char: str) -> bool:
+    return any(low <= ord(char) <= high for low, high in ranges)
+
+
+def _as_uri(value: str) -> str | None:
+    """The URI an IRI maps to (RFC 3987 section 3.1: each non-ASCII character percent-encoded
+    as UTF-8), or None when it holds a character no IRI may hold."""
+    out: list[str] = []
+    query = False
+    for char in value:
+        if char == "?":
+            query = True
+        elif char == "#":
+            query = False
+        if char.isascii():
+            out.append(char)
+        elif _in(_UCSCHAR, char) or (query and _in(_IPRIVATE, char)):
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8")))
+        else:
+            return None
+    return "".join(out)
+
+
+def _is_iri(value: object, rule: str = "URI") -> bool:
+    # The `iri` formats are checked here rather than by jsonschema's optional `rfc3987-syntax`,
+    # which compiles an Earley grammar on import: two seconds of CPU in every process that
+    # imports jsonschema (the bot, each CLI command), for two formats.
+    if not isinstance(value, str):
+        return True
+    uri = _as_uri(value)
+    return uri is not None and bool(validate_rfc3986(uri, rule=rule))
+
+
+def _is_iri_reference(value: object) -> bool:
+    return _is_iri(value, rule="URI_reference")
+
+
 @functools.cache
 def _format_checker(cls: type[Validator]) -> FormatChecker:
-    """The draft's format checker, plus `date-time`: jsonschema checks it only when the optional
-    `rfc3339-validator` is installed, and otherwise lets "tomorrow" through silently."""
+    """The draft's format checker, plus `date-time` (jsonschema checks it only when the optional
+    `rfc3339-validator` is installed, and otherwise lets "tomorrow" through silently) and, from
+    draft 7 on, `iri` and `iri-reference` (see `_is_iri`)."""
     checker = copy.deepcopy(cls.FORMAT_CHECKER)
     if "date-time" not in checker.checkers:
         checker.checks("date-time")(_is_date_time)
+    if cls in _IRI_DRAFTS:
+        checker.checks("iri")(_is_iri)
+        checker.checks("iri-reference")(_is_iri_reference)
     return checker
 
 

@@ -16,10 +16,18 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from state import PendingInteraction
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+# Hypothesis: no per-example deadline (a loaded two-core machine makes a 200 ms deadline a
+# timing failure, not a finding) and, in CI, no example database in the fresh clone; each
+# property keeps its own `max_examples`. `HYPOTHESIS_PROFILE=dev` or `ci` picks one by hand.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
 
 
 class OwnRedis:

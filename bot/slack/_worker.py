@@ -139,7 +139,7 @@ class Worker:
             await self._room.wait()
             await self._store_unqueued()
             try:
-                taken = await self._take(block=self.poll)
+                taken = await self._take_unless_stopped()
             except StoreError as error:
                 _metrics.STORE_ERRORS.labels(where="take").inc()
                 log.warning("cannot take work from the store (%s); retrying", error)
@@ -217,6 +217,21 @@ class Worker:
             _, late = await asyncio.wait(late, timeout=_CANCEL_LOOK)
 
     # ------------------------------------------------------------------ steps
+
+    async def _take_unless_stopped(self) -> list[WorkItem]:
+        """The blocking take of `run_forever`, given up as soon as `stop()` is called, so that
+        shutdown does not wait out the poll. Whatever the store handed this process meanwhile
+        is left to lapse, as items taken while stopping are."""
+        take = asyncio.ensure_future(self._take(block=self.poll))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({take, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not take.done():
+                take.cancel()
+                await asyncio.gather(take, return_exceptions=True)
+        return [] if take.cancelled() else take.result()
 
     async def _take(self, *, block: float) -> list[WorkItem]:
         room = self.concurrency - len(self._inflight)

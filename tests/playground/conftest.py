@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chromium() -> Path:
     """The system Chromium; in CI a missing one fails the test instead of skipping it."""
     if not CHROMIUM.exists():
@@ -46,12 +51,67 @@ async def playground(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Playgroun
         yield running
 
 
+@pytest.fixture(scope="session")
+def chromium_endpoint(chromium: Path) -> Iterator[str]:
+    """One headless Chromium for the whole session (per xdist worker), on a DevTools port of
+    its own: starting a browser costs seconds, and each test still gets a fresh context (its
+    own cookies, storage and pages) in `browser_page`, closed after it."""
+    profile = tempfile.mkdtemp(prefix="handback-test-chromium-")
+    process = subprocess.Popen(
+        [
+            str(chromium),
+            *CHROMIUM_ARGS,
+            "--remote-debugging-port=0",
+            "--remote-debugging-address=127.0.0.1",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        yield _devtools_endpoint(process)
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _devtools_endpoint(process: subprocess.Popen[bytes]) -> str:
+    """The `ws://` address Chromium prints once its DevTools port listens; a thread reads its
+    stderr so a browser that never gets there fails after `WAIT_SECONDS` instead of hanging."""
+    assert process.stderr is not None
+    stderr = process.stderr
+    found: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+
+    def read() -> None:
+        for raw in iter(stderr.readline, b""):
+            line = raw.decode(errors="replace").strip()
+            seen.append(line)
+            if line.startswith("DevTools listening on "):
+                found.put(line.removeprefix("DevTools listening on "))
+        found.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        endpoint = found.get(timeout=WAIT_SECONDS)
+    except queue.Empty:
+        endpoint = ""
+    if not endpoint:
+        raise RuntimeError("Chromium did not open its DevTools port:\n" + "\n".join(seen))
+    return endpoint
+
+
 @pytest.fixture
-async def browser_page(chromium: Path) -> AsyncIterator[Any]:
+async def browser_page(chromium_endpoint: str) -> AsyncIterator[Any]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        browser = await pw.chromium.connect_over_cdp(chromium_endpoint)
         try:
             context = await browser.new_context(
                 viewport={"width": 1400, "height": 900}, timezone_id="UTC"
@@ -62,6 +122,8 @@ async def browser_page(chromium: Path) -> AsyncIterator[Any]:
             yield page
             assert errors == [], f"the page raised: {errors}"
         finally:
+            # Closes every context this connection made (the test's own included) and
+            # disconnects; the shared browser goes on.
             await browser.close()
 
 

@@ -100,3 +100,24 @@ async def test_shutdown_hands_back_work_whose_first_cancel_was_swallowed(store: 
     assert cancels == 2
     assert worker.busy == 0
     assert await store.inbox_size() == 1
+
+
+async def test_stop_does_not_wait_out_the_blocking_take(store: Store) -> None:
+    """A worker idle in its blocking take (a 30 s poll here) ends as soon as it is stopped, and
+    work that arrives after leaves the inbox to the next process."""
+    liveness = Liveness(store, ttl=TTL)
+
+    async def handle(item: WorkItem) -> None:
+        raise AssertionError("nothing should run")
+
+    worker = Worker(store=store, handle=handle, liveness=liveness, poll=30.0)
+    serving = asyncio.create_task(worker.run_forever())
+    # Some turns of the loop, so the worker is inside the store's blocking take.
+    await asyncio.sleep(0.2)
+    assert not serving.done()
+    started = time.monotonic()
+    await worker.stop(grace=1.0)
+    await asyncio.wait_for(serving, timeout=10)
+    assert time.monotonic() - started < 10
+    await store.enqueue("event", {"n": 1})
+    assert await store.inbox_size() == 1

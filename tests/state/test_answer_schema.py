@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -14,7 +15,19 @@ from bot import InvalidResumeValue, UsageError
 from bot._schema import check_answer, check_schema
 from state import AnswerSchemaError, PendingInteraction, schema_errors
 
-FORMATS = ["date-time", "date", "time", "email", "uri", "ipv4", "ipv6", "uuid", "hostname"]
+FORMATS = [
+    "date-time",
+    "date",
+    "time",
+    "email",
+    "uri",
+    "iri",
+    "iri-reference",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "hostname",
+]
 
 SAMPLES = [
     "2026-11-30T14:00:00Z",
@@ -98,6 +111,44 @@ def test_card_and_runtime_agree_on_hostile_values(fmt: str, value: Any) -> None:
 def test_card_and_runtime_agree_on_numbers(minimum: int, value: Any) -> None:
     schema = {"type": "integer", "minimum": minimum, "maximum": minimum + 50}
     assert _card_accepts(schema, value) == _runtime_accepts(schema, value)
+
+
+@pytest.mark.parametrize(
+    ("value", "iri", "reference"),
+    [
+        ("https://例え.jp/パス?q=値#ü", True, True),
+        ("https://example.com/x?y=1", True, True),
+        ("urn:isbn:0451450523", True, True),
+        ("//example.com/a", False, True),
+        ("../a/b", False, True),
+        ("not an iri", False, False),
+        ("https://example.com/a b", False, False),
+        ("https://example.com/\x85", False, False),  # a C1 control is no `ucschar`
+        ("https://example.com/?q=\ue000", True, True),  # private use, in the query only
+        ("https://example.com/\ue000", False, False),
+        ("https://exa[mple.com/", False, False),
+    ],
+)
+def test_iri_formats_are_checked_on_both_sides(value: str, iri: bool, reference: bool) -> None:
+    for fmt, expected in (("iri", iri), ("iri-reference", reference)):
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "format": fmt}
+        assert _card_accepts(schema, value) is expected, (fmt, value)
+        assert _runtime_accepts(schema, value) is expected, (fmt, value)
+
+
+def test_draft_4_knows_no_iri_format_and_lets_any_string_through() -> None:
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "format": "iri"}
+    assert schema_errors(schema, "not an iri") == []
+
+
+def test_importing_the_packages_compiles_no_iri_grammar() -> None:
+    # `rfc3987-syntax` (jsonschema's optional `iri` checker) builds an Earley parser on import:
+    # about two seconds of CPU in every bot and CLI process. The project does not install it.
+    import blocks  # noqa: F401
+    import bot  # noqa: F401
+    import state  # noqa: F401
+
+    assert "rfc3987_syntax" not in sys.modules
 
 
 def test_broken_schema_is_refused_on_both_sides_with_a_plain_message() -> None:
