@@ -318,7 +318,7 @@ class StopGuard:
 
 @dataclass(kw_only=True, frozen=True)
 class ThreadLease:
-    """A thread's lease held by `owner`; handed to `Inbox.done`, which frees it with the item."""
+    """A thread's lease held by `owner`."""
 
     channel: str
     thread_ts: str

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.playground._slack import LocalSlack
+from bot.testing import OpenAICompatServer
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "tests.slack.agents:approval_agent"
@@ -202,12 +203,15 @@ async def test_doctor_on_a_config_file_prints_each_tools_rule_per_channel(
     from ..mcp.config_files import server_env, two_servers
 
     path = two_servers(tmp_path)
-    async with LocalSlack() as slack:
+    # The file's model, served locally: doctor asks it one cheap question.
+    model = OpenAICompatServer(lambda messages: "ok", models=["scripted"])
+    async with model as server, LocalSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
             agent=str(path),
             OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=server.base_url,
             **server_env(tmp_path),
         )
     assert code == 0, lines

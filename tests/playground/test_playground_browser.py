@@ -371,7 +371,7 @@ async def test_app_home_lists_the_request_and_approves_it(
     await page.click("#home-tab")
     await home.get_by_role("button", name="Approve", exact=True).click()
     await expect(home).to_contain_text("Nothing waits on you now.")
-    await expect(home).to_contain_text("Approved Approval request: deploy")
+    await expect(home).to_contain_text("Approved deploy")
     assert chatops.fleet.versions[("api", "staging")] == "2.3"
     await page.locator("#channels li", has_text="deploys").click()
     await expect(page.locator("#thread")).to_be_hidden()

@@ -14,7 +14,7 @@ from bot import Agent
 from bot.playground import Playground
 from bot.testing import FunctionModel
 
-from ..mcp.conftest import ops_in
+from ..mcp.conftest import ops_in, until
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +35,18 @@ async def test_an_mcp_approval_card_works_in_the_playground(tmp_path: Path) -> N
         assert "ops_deploy" in agent.tools
         asked = await slack.post_user_message("U0ALICE", "C0GENERAL", "deploy api 2.4")
         await bot.drain()
+        # The playground's own worker loop may hold the item while drain looks: wait for it.
+        await until(lambda: any(m.blocks for m in slack.bot_messages(thread_ts=asked.ts)))
         [card] = [m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks]
         assert "*MCP server:* `ops`" in str(card.blocks)
         await slack.click("U0BOB", card.ts, ACTION_APPROVE)  # one of the playground's approvers
         await bot.drain()
+        await until(
+            lambda: (
+                "Tool said: deployed api 2.4"
+                in [m.text for m in slack.bot_messages(thread_ts=asked.ts)]
+            )
+        )
         said = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
         assert said[-1] == "Tool said: deployed api 2.4"
         assert len(ops.calls("deploy")) == 1
@@ -60,9 +68,17 @@ async def test_an_mcp_servers_question_is_a_card_in_the_playground(tmp_path: Pat
         assert slack is not None and bot is not None
         asked = await slack.post_user_message("U0ALICE", "C0GENERAL", "pick a region")
         await bot.drain()
+        # The playground's own worker loop may hold the item while drain looks: wait for it.
+        await until(lambda: any(m.blocks for m in slack.bot_messages(thread_ts=asked.ts)))
         [card] = [m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks]
         assert "Question from an MCP server" in str(card.blocks)
         await slack.click("U0ALICE", card.ts, f"{ACTION_OPTION}:0", value="0")
         await bot.drain()
+        await until(
+            lambda: (
+                "Tool said: picked accept {'region': 'eu'}"
+                in [m.text for m in slack.bot_messages(thread_ts=asked.ts)]
+            )
+        )
         said = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
         assert said[-1] == "Tool said: picked accept {'region': 'eu'}"

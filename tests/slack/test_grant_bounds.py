@@ -331,7 +331,7 @@ async def test_home_lists_grant_runs_apart_from_the_giver_s_own_approvals(
         texts = [str(block) for block in view["blocks"]]
         [apart] = [i for i, t in enumerate(texts) if "Run under your standing grants" in t]
         [decided] = [i for i, t in enumerate(texts) if "Recently decided" in t]
-        assert f"requested by <@{ALICE}>, under your grant `{grant.grant_id}`" in texts[apart + 1]
+        assert f"asked by <@{ALICE}>, under your grant `{grant.grant_id}`" in texts[apart + 1]
         assert "under your grant" not in texts[decided + 1]
         assert "Approved" in texts[decided + 1]
 

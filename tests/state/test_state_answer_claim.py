@@ -1,4 +1,4 @@
-"""`answer_and_claim` and `done(leases=...)`: a click's claims in one atomic step and the end of
+"""`answer_and_claim`: a click's claims in one atomic step and the end of
 its work in another, against SQLite, a single Redis and a Redis Cluster alike."""
 
 from __future__ import annotations
@@ -186,25 +186,3 @@ async def test_thirty_concurrent_clicks_claim_the_answer_and_the_run_once(store:
     assert [claim.run is not None for claim in claims].count(True) == 1
     assert claims[n].run is not None and claims[n].run.resumed_by == f"run-child-{n}"
     assert [e.user for e in await store.recent_audit()] == [f"U{n}"]
-
-
-async def test_done_frees_the_leases_of_its_work_and_moves_the_thread_on(store: Store) -> None:
-    item = await store.enqueue("action", {"n": 1})
-    assert item is not None
-    (taken,) = await store.take("worker-a")
-    assert await store.acquire_thread(CHANNEL, THREAD, owner="worker-a", ttl=30)
-    assert await store.acquire_thread(CHANNEL, "other-thread", owner="somebody", ttl=30)
-    await store.set_thread_run(CHANNEL, THREAD, "run-1")
-    await store.done(
-        taken.item_id,
-        leases=[
-            ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner="worker-a", run_id="run-child"),
-            # Held by someone else by now: kept; no run_id, so its thread map stays as it is.
-            ThreadLease(channel=CHANNEL, thread_ts="other-thread", owner="worker-a"),
-        ],
-    )
-    assert await store.inbox_size() == 0
-    assert await store.get_thread_run(CHANNEL, THREAD) == "run-child"
-    assert await store.get_thread_run(CHANNEL, "other-thread") is None
-    assert await store.acquire_thread(CHANNEL, THREAD, owner="new", ttl=30)
-    assert not await store.acquire_thread(CHANNEL, "other-thread", owner="new", ttl=30)

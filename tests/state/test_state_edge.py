@@ -9,6 +9,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +25,7 @@ from state import (
     InteractionRecord,
     RedisStore,
     SQLiteStore,
+    StopGuard,
     Store,
     StoreClosedError,
     StoreError,
@@ -715,7 +717,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 31
+    assert len(scripts) == 33
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -830,6 +832,13 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
         "ix-7", user="U", audit=AuditEntry(at=now, action="withdrawn")
     )
     assert unvoted.won and unvoted.record is not None and unvoted.record.votes == []
+    # The journal's guarded saves (the started mark of a turn that may have been stopped).
+    guard = StopGuard(run_id="run-6", channel="C9", thread_ts="6.0")
+    assert await any_redis_store.save_run(make_run("run-6"), stop=guard)
+    guarded = make_run(
+        "run-7", layout=2, transcript_id="run-7", transcript=[{"role": "user", "content": "hi"}]
+    )
+    assert await any_redis_store.save_run(guarded, stop=replace(guard, run_id="run-7"))
     assert all(script.sha != "0" * 40 for script in scripts)
 
 
