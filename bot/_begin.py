@@ -213,7 +213,9 @@ class RunBegin:
                 parent, started=INTERRUPTED_BY_CRASH, not_started=INTERRUPTED_BY_STOP
             )
         run.transcript.append({"role": "user", "content": self.prompt})
-        superseded = parent if parent.status == "paused" else None
+        # A paused command's typed value is scrubbed once claimed (`AgentRun._events`).
+        command = isinstance(parent.input, dict) and "command" in parent.input
+        superseded = parent if parent.status == "paused" and (parent.nested or command) else None
         return Begin(run=run, claim=claim, superseded=superseded, how="continue")
 
     def _to_claim(self, parent: RunRecord) -> RunRecord | None:
