@@ -58,7 +58,8 @@ class Begin:
     """The paused parent to claim before the run starts."""
     cancel_reason: str | None = None
     superseded: RunRecord | None = None
-    """The paused parent a new message moves on from: inner runs it waits on are cancelled."""
+    """The paused parent a new message moves on from, as read: its calls never run, so once it
+    is claimed inner runs it waits on are cancelled and a command's typed value is scrubbed."""
     durable: bool = False
     """Whether `run.pending_calls` came from the store (see `Step.durable`)."""
     how: str = "new"
@@ -212,7 +213,9 @@ class RunBegin:
                 parent, started=INTERRUPTED_BY_CRASH, not_started=INTERRUPTED_BY_STOP
             )
         run.transcript.append({"role": "user", "content": self.prompt})
-        superseded = parent if parent.status == "paused" and parent.nested else None
+        # A paused command's typed value is scrubbed once claimed (`AgentRun._events`).
+        command = isinstance(parent.input, dict) and "command" in parent.input
+        superseded = parent if parent.status == "paused" and (parent.nested or command) else None
         return Begin(run=run, claim=claim, superseded=superseded, how="continue")
 
     def _to_claim(self, parent: RunRecord) -> RunRecord | None:

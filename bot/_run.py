@@ -177,7 +177,13 @@ class AgentRun(RunBegin):
                 await self._claim(store, begin.claim)
             if begin.superseded is not None:
                 parent = begin.superseded
-                await cancel_nested(self, store, parent, "superseded", parent.pending_calls)
+                if parent.nested:
+                    await cancel_nested(self, store, parent, "superseded", parent.pending_calls)
+                # Claimed for this run (a resume that won instead made the claim above raise,
+                # and keeps the typed value), so the superseded call can never run: nothing
+                # needs what a person typed in it. Scrubbed now, not at the end of this run,
+                # which may pause again and never end.
+                await scrub_command(store, parent, self.agent.tools)
             _metrics.RUNS_STARTED.labels(how=begin.how).inc()
             yield StartEvent(run_id=self.run_id, parent_id=self.parent_id, path=self.path)
             if begin.cancel_reason is not None:

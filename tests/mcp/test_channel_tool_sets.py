@@ -44,10 +44,12 @@ async def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterato
 
 
 async def test_in_each_channel_the_model_is_offered_only_that_channels_tools(
-    model: OpenAICompatServer, tmp_path: Path
+    model: OpenAICompatServer, tmp_path: Path, sqlite_store_url: str
 ) -> None:
     agent = agent_from_file(two_servers(tmp_path))
-    async with Playground(agent, environ={"OPENAI_API_KEY": "test-key"}) as playground:
+    async with Playground(
+        agent, environ={"OPENAI_API_KEY": "test-key"}, store_url=sqlite_store_url
+    ) as playground:
         slack, bot = playground.slack, playground.bot
         assert slack is not None and bot is not None
         await slack.post_user_message("U0ALICE", DEPLOYS, "what can you do here?")
@@ -64,10 +66,12 @@ async def test_in_each_channel_the_model_is_offered_only_that_channels_tools(
 
 
 async def test_a_tool_outside_the_channels_set_is_not_run_even_when_the_model_names_it(
-    model: OpenAICompatServer, tmp_path: Path
+    model: OpenAICompatServer, tmp_path: Path, sqlite_store_url: str
 ) -> None:
     agent = agent_from_file(two_servers(tmp_path))
-    async with Playground(agent, environ={"OPENAI_API_KEY": "test-key"}) as playground:
+    async with Playground(
+        agent, environ={"OPENAI_API_KEY": "test-key"}, store_url=sqlite_store_url
+    ) as playground:
         slack, bot = playground.slack, playground.bot
         assert slack is not None and bot is not None
         asked = await slack.post_user_message("U0ALICE", GENERAL, "call ops_deploy")

@@ -44,10 +44,13 @@ def chromium() -> Path:
 
 
 @pytest.fixture
-async def playground(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Playground]:
-    """The chat-ops example on the offline demo model, with a fresh pretend fleet."""
+async def playground(
+    monkeypatch: pytest.MonkeyPatch, sqlite_store_url: str
+) -> AsyncIterator[Playground]:
+    """The chat-ops example on the offline demo model, with a fresh pretend fleet; its store
+    is the `sqlite_store_url` fixture's, so its audit is scanned for `TEST_SECRETS`."""
     monkeypatch.setattr(chatops, "fleet", chatops.Fleet.fresh())
-    async with Playground(chatops.agent, environ={}) as running:
+    async with Playground(chatops.agent, environ={}, store_url=sqlite_store_url) as running:
         yield running
 
 

@@ -25,11 +25,13 @@ def _respond(messages: list[dict[str, Any]]) -> Any:
     return [{"name": "ops_deploy", "arguments": {"service": "api", "version": "2.4"}}]
 
 
-async def test_an_mcp_approval_card_works_in_the_playground(tmp_path: Path) -> None:
+async def test_an_mcp_approval_card_works_in_the_playground(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     ops = ops_in(tmp_path)
     server = ops.stdio(trust_annotations=True)
     agent = Agent(name="ops", model=FunctionModel(_respond), tools=[server])
-    async with Playground(agent, environ={}) as playground:
+    async with Playground(agent, environ={}, store_url=sqlite_store_url) as playground:
         slack, bot = playground.slack, playground.bot
         assert slack is not None and bot is not None
         assert "ops_deploy" in agent.tools
@@ -53,7 +55,9 @@ async def test_an_mcp_approval_card_works_in_the_playground(tmp_path: Path) -> N
     assert server.tools() == []
 
 
-async def test_an_mcp_servers_question_is_a_card_in_the_playground(tmp_path: Path) -> None:
+async def test_an_mcp_servers_question_is_a_card_in_the_playground(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     ops = ops_in(tmp_path)
     server = ops.stdio(approvals={"pick": False})
 
@@ -63,7 +67,7 @@ async def test_an_mcp_servers_question_is_a_card_in_the_playground(tmp_path: Pat
         return [{"name": "ops_pick", "arguments": {}}]
 
     agent = Agent(name="ops", model=FunctionModel(respond), tools=[server])
-    async with Playground(agent, environ={}) as playground:
+    async with Playground(agent, environ={}, store_url=sqlite_store_url) as playground:
         slack, bot = playground.slack, playground.bot
         assert slack is not None and bot is not None
         asked = await slack.post_user_message("U0ALICE", "C0GENERAL", "pick a region")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bot import Agent, Tool, UsageError
+from bot import Agent, RunAlreadyResumed, Tool, UsageError
 from bot.testing import FunctionModel
 from state import Store
 
@@ -74,3 +74,63 @@ def test_two_tools_cannot_share_a_command() -> None:
     two = Tool(lambda: "2", name="two", command="/go")
     with pytest.raises(UsageError, match="two tools for `/go`"):
         Agent(name="a", model=FunctionModel(_never), tools=[one, two])
+
+
+def _release_agent(store: Store, got: list[str]) -> Agent:
+    def release(service: str, token: str = "") -> str:
+        got.append(token)
+        return f"released {service}"
+
+    tool = Tool(release, requires_approval=True, command="/release")
+    return Agent(name="ops", model=FunctionModel(lambda m: "ok"), tools=[tool], store=store)
+
+
+async def _stored_calls(store: Store, run_id: str) -> str:
+    run = await store.load_run(run_id)
+    assert run is not None
+    return " ".join(call.arguments for call in run.pending_calls)
+
+
+async def test_a_resume_that_wins_the_claim_over_a_new_message_gets_the_typed_value(
+    store: Store,
+) -> None:
+    got: list[str] = []
+    agent = _release_agent(store, got)
+    run = agent.call_tool("release", {"service": "api", "token": "hunter5-won"}, text="/release")
+    (p,), out, _ = await events_of(run)
+    # The approval's resume claims the paused run (as `answer_and_claim` does) before the new
+    # message's run tries: that run loses, and must not take the value the resume needs.
+    assert (await store.claim_run(out.run_id, child_id="resume-1")).won
+    with pytest.raises(RunAlreadyResumed):
+        await agent(prompt="never mind", parent_id=out.run_id).collect()
+    assert "hunter5-won" in await _stored_calls(store, out.run_id)
+    resumed = agent(parent_id=out.run_id, resume={p.interaction_id: True}, run_id="resume-1")
+    assert (await resumed.collect()).status.code == "success"
+    assert got == ["hunter5-won"]
+    assert "hunter5-won" not in await _stored_calls(store, out.run_id)
+
+
+async def test_a_new_message_that_wins_the_claim_scrubs_the_typed_value_at_once(
+    store: Store,
+) -> None:
+    got: list[str] = []
+    ask_again = Tool(lambda: "x", name="ask", requires_approval=True)
+    agent = _release_agent(store, got)
+    agent = Agent(
+        name="ops",
+        model=FunctionModel(lambda m: [{"name": "ask", "arguments": {}}]),
+        tools=[*agent.tools.values(), ask_again],
+        store=store,
+    )
+    run = agent.call_tool("release", {"service": "api", "token": "hunter6-moved"}, text="/release")
+    (p,), out, _ = await events_of(run)
+    # The new message's run claims it, then pauses itself (on another card) and never ends:
+    # the superseded call's typed value is gone already.
+    (again,), moved, _ = await events_of(agent(prompt="do something else", parent_id=out.run_id))
+    assert again.interaction_id != p.interaction_id
+    stored = await store.load_run(moved.run_id)
+    assert stored is not None and stored.status == "paused"
+    assert "hunter6-moved" not in await _stored_calls(store, out.run_id)
+    with pytest.raises(RunAlreadyResumed):
+        await agent(parent_id=out.run_id, resume={p.interaction_id: True}).collect()
+    assert got == []

@@ -17,6 +17,9 @@ from typing import Any, Literal, Self
 import aiohttp
 
 from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
+from state._keys import DEFAULT_PREFIX
+
+from ..conftest import _redis_audit_leaks, _sqlite_audit_leaks
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDBACK = Path(sys.executable).parent / "handback"
@@ -136,6 +139,24 @@ class BotProcess:
         return code
 
 
+def audit_leaks(store_url: str) -> list[str]:
+    """The entries of the store's audit log that hold one of `TEST_SECRETS` (read raw)."""
+    if store_url.startswith("sqlite"):
+        return _sqlite_audit_leaks(Path(store_url.removeprefix("sqlite:///").split("?", 1)[0]))
+    if "prefix=" not in store_url:
+        # The store's own default prefix, as `RedisStore.from_url` reads it.
+        store_url += f"{'&' if '?' in store_url else '?'}prefix={DEFAULT_PREFIX}"
+    return _redis_audit_leaks(store_url)
+
+
+def check_audit(store_url: str) -> None:
+    """Fail when the processes' store keeps a typed secret in its audit: checked when the
+    processes are gone, whether the store came from a scanned fixture or not."""
+    leaks = audit_leaks(store_url)
+    if leaks:
+        raise AssertionError(f"the audit log holds typed secrets: {leaks}")
+
+
 @asynccontextmanager
 async def bot_processes(
     slack: LocalSlack,
@@ -168,6 +189,7 @@ async def bot_processes(
         yield bots
     finally:
         await asyncio.gather(*(bot.stop() for bot in bots), return_exceptions=True)
+    check_audit(store_url)
 
 
 # ------------------------------------------------------------------ durable execution (issue 8)
@@ -240,6 +262,8 @@ class Fleet:
         await asyncio.gather(*(bot.kill() for bot in self.bots), return_exceptions=True)
         if exc is not None:
             print(self.logs())  # shown by pytest with the failure
+            return
+        check_audit(self.store_url)
 
     async def start(self, *roles: Role, env: Mapping[str, str] | None = None) -> list[BotProcess]:
         """Start one process per role at once, wait until each serves, and route LocalSlack's
