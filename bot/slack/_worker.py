@@ -38,6 +38,8 @@ MAX_ATTEMPTS = 8
 """An item handed out this many times without finishing is dropped with an error in the log: a
 payload that crashes every worker must not circle forever."""
 
+_SETTLE_TURNS = 8
+"""Loop turns `run_until_idle` gives a take of `run_forever` that is being answered."""
 _TAKE_MOST = 16
 """Items one take brings at most: a quarter of a Redis store's default pool, so one batch's first
 calls cannot fill it before the queue check sees them."""
@@ -189,7 +191,12 @@ class Worker:
                 log.warning("cannot take work from the store (%s)", error)
                 taken = []
             if not taken and not self._inflight:
-                return ran
+                # `run_forever`'s take may have been handed an item a few loop turns before
+                # it starts it (the reply, then the wait on it): let those turns run, look again.
+                for _ in range(_SETTLE_TURNS):
+                    await asyncio.sleep(0)
+                if not self._inflight:
+                    return ran
             for item in taken:
                 self._start(item)
                 ran += 1
