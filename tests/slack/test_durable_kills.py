@@ -243,14 +243,23 @@ class Scenario:
         return message.ts
 
     async def approve(self, card_ts: str) -> None:
-        """Bob clicks Approve; a click that got no 200 (its process died) is clicked again."""
-        for _ in range(10):
+        """Bob clicks Approve; a click that got no 200 (its process died) is clicked again,
+        unless the card already shows it approved: a click can be taken (inboxed) by a process
+        killed before it answered, and the card then has no button left to click, as in Slack
+        (on SQLite the killed process is also the one that serves the clicks)."""
+        for attempt in range(10):
+            if attempt and self.approved(card_ts):
+                return
             with contextlib.suppress(aiohttp.ClientError, OSError):
                 if (await self.slack.click(BOB, card_ts, ACTION_APPROVE)).status == 200:
                     return
             await asyncio.sleep(0.5)
             self.fleet.route()
         raise AssertionError(f"the click on {card_ts} was never acked")
+
+    def approved(self, card_ts: str) -> bool:
+        now = self.slack.message(CHANNEL, card_ts)
+        return now is not None and f"*Approved* by <@{BOB}>" in str(now.blocks)
 
     def card_of(self, thread_ts: str) -> str | None:
         posted = cards(self.slack, thread_ts)
