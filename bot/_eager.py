@@ -8,9 +8,7 @@ effect". Python 3.12's `eager_start` does this for a Task, but CI runs 3.11: her
 is stepped once in its context, and the rest is handed to a Task through `_Stepped`, an
 awaitable that forwards `send`/`throw` to it. One code path on every version, tested on 3.11.
 
-Unlike a 3.12 eager task, `asyncio.current_task()` in the first segment is the caller's task,
-not the new one (so an `asyncio.timeout()` entered before the first await would cancel the
-caller): tool handlers neither see nor need their task.
+As in a 3.12 eager task, `asyncio.current_task()` in the first segment is the new task.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 __all__ = ["eager_task"]
 
@@ -35,21 +33,34 @@ def eager_task(coro: Coroutine[Any, Any, _T], context: contextvars.Context) -> a
     not whenever the garbage collector gets to it.
     """
     loop = asyncio.get_running_loop()
+    stepped = _Stepped(coro)
+    task: asyncio.Task[_T] = loop.create_task(stepped, context=context)
+    # The first step runs as the new task, as 3.12's eager start does: anyio's cancel scopes
+    # (the MCP client's) and `asyncio.timeout()` belong to the task that enters them, and must
+    # be left by the same one. asyncio's own hooks for that are private but stable since 3.7.
+    outer = asyncio.current_task()
+    if outer is not None:
+        asyncio.tasks._leave_task(loop, outer)
+    asyncio.tasks._enter_task(loop, task)
     try:
-        yielded = context.run(coro.send, None)
+        stepped.first = context.run(_first_step, coro)
+    finally:
+        asyncio.tasks._leave_task(loop, task)
+        if outer is not None:
+            asyncio.tasks._enter_task(loop, outer)
+    return task
+
+
+_Outcome = tuple[Literal["yielded", "returned", "raised"], Any]
+
+
+def _first_step(coro: Coroutine[Any, Any, Any]) -> _Outcome:
+    try:
+        return ("yielded", coro.send(None))
     except StopIteration as stop:
-        return loop.create_task(_value(stop.value), context=context)
+        return ("returned", stop.value)
     except BaseException as exc:  # a BaseException too: `Suspended`, a cancellation
-        return loop.create_task(_raised(exc), context=context)
-    return loop.create_task(_Stepped(coro, yielded), context=context)
-
-
-async def _value(value: _T) -> _T:
-    return value
-
-
-async def _raised(exc: BaseException) -> Any:
-    raise exc
+        return ("raised", exc)
 
 
 class _Stepped(Coroutine[Any, Any, Any]):
@@ -62,10 +73,10 @@ class _Stepped(Coroutine[Any, Any, Any]):
     the wrapped coroutine would never hear of it.
     """
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
         self._coro = coro
-        self._yielded = yielded
-        self._first = True
+        self.first: _Outcome | None = None
+        """What the first step did, until the task has been told."""
 
     def __await__(self) -> Generator[Any, Any, Any]:
         return self  # a generator in all but name: nothing but the Task drives it
@@ -77,22 +88,28 @@ class _Stepped(Coroutine[Any, Any, Any]):
         return self.send(None)
 
     def send(self, value: Any) -> Any:
-        if self._first:
-            self._first = False
-            return self._yielded
-        return self._coro.send(value)
+        first, self.first = self.first, None
+        if first is None:
+            return self._coro.send(value)
+        kind, what = first
+        if kind == "yielded":
+            return what
+        if kind == "returned":
+            raise StopIteration(what)
+        raise what
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any:
         # A Task throws an instance; the (type, value, traceback) form is read the same way.
         exc: BaseException = (
             typ if isinstance(typ, BaseException) else typ(*([] if val is None else [val]))
         )
-        if self._first:
+        first, self.first = self.first, None
+        if first is not None:
             # Cancelled before the task's first step: the task never learnt of the future the
             # coroutine waits on, so nobody else would cancel it or end the coroutine.
-            self._first = False
-            if isinstance(self._yielded, asyncio.Future):
-                self._yielded.cancel()
+            kind, what = first
+            if kind == "yielded" and isinstance(what, asyncio.Future):
+                what.cancel()
             self._coro.close()
             raise exc
         return self._coro.throw(exc)

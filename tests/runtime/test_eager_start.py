@@ -220,3 +220,20 @@ async def test_pure_sync_handler_runs_inside_start() -> None:
     task = Tool(look, pure=True).start({"name": "x"}, _call_context(_scope()))
     assert calls == ["x"]
     assert await task == "X"
+
+
+async def test_the_first_segment_runs_as_the_new_task() -> None:
+    outer = asyncio.current_task()
+    seen: list[asyncio.Task[Any] | None] = []
+
+    async def handler() -> None:
+        seen.append(asyncio.current_task())
+        # A timeout entered in the first segment and left after an await belongs to one task.
+        async with asyncio.timeout(60):
+            await asyncio.sleep(0)
+        seen.append(asyncio.current_task())
+
+    task = eager_task(handler(), contextvars.copy_context())
+    assert asyncio.current_task() is outer
+    await task
+    assert seen == [task, task]
