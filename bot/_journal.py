@@ -4,7 +4,8 @@ Before a handler with side effects runs, the run is saved `running` with its tra
 assistant message holding the calls included: a retry must not ask the model again, it would get
 other calls) and the ids of the calls that start: that "started" mark is the last thing before
 the handlers are called (`Journal.save(then=...)`), so a call marked started did begin, give or
-take the hand-off to its thread. As each call returns, its result is saved.
+take the hand-off to its thread (an async handler runs up to its first await in that same
+callback, `bot._eager`). As each call returns, its result is saved.
 A run continued from such a record keeps the saved results, reports a call that started and never
 returned as interrupted (unless its tool is idempotent: then it runs again), and runs the others.
 """

@@ -26,6 +26,7 @@ from pydantic import (
 
 from state import Approval
 
+from ._eager import eager_task
 from ._errors import ApprovalPolicyError, HandbackError, UsageError
 
 __all__ = ["ApprovalRule", "Tool", "as_tool", "json_object", "mark_pure"]
@@ -171,11 +172,12 @@ class Tool:
         A sync handler's thread is running when this returns: the journal marks a call
         "started" just before, and nothing that waits for the event loop may come between
         (on a busy loop one turn can take longer than the store's round trip). An async or
-        pure handler begins on the loop's next turn, as any task does on Python 3.11.
+        pure handler runs up to its first await before this returns (`eager_task`), for the
+        same reason.
         """
-        loop = asyncio.get_running_loop()
         if self.is_async or self.pure:
-            return loop.create_task(self.invoke(arguments), context=context)
+            return eager_task(self.invoke(arguments), context)
+        loop = asyncio.get_running_loop()
         # A copy for the thread: a context is entered by one thread at a time, and the task
         # that awaits the thread enters `context` on each of its turns.
         thread = _start_thread(

@@ -55,10 +55,12 @@ MOMENTS: list[Moment] = (
     else [m for m in ALL_MOMENTS if m != "before-claim"]
 )
 """The moments the default run kills at. `before-claim` is left to `HBTEST_KILL_MOMENTS=all`
-while it fails (issue 19, open): on Python 3.11 an async handler begins on the loop's next turn
-after its started mark is written, and a kill in that turn reports "interrupted" for a deploy
-that never wrote its line (1 of 24 threads, twice on Redis); on SQLite one card was found
-without its buttons (cause not found yet)."""
+while it still fails at times on SQLite (issue 19, open). An async handler now runs up to its
+first await in the callback that gets the store's reply (`bot/_eager.py`), which closed the gap
+seen on Redis (5 runs of 3 offsets passed); but SQLite commits in its executor thread and the
+loop hears of it a turn or two later, so a kill there leaves a started mark for a deploy that
+never wrote its line (1 of 24 threads, 1 run in 5). The card without its button on SQLite was
+this test: a click retried after its process died, on a card the click had approved."""
 OFFSETS = {
     "before-claim": (0.0, 0.02, 0.06),
     "claimed": (0.0, 0.05, 0.2),
@@ -243,14 +245,23 @@ class Scenario:
         return message.ts
 
     async def approve(self, card_ts: str) -> None:
-        """Bob clicks Approve; a click that got no 200 (its process died) is clicked again."""
-        for _ in range(10):
+        """Bob clicks Approve; a click that got no 200 (its process died) is clicked again,
+        unless the card already shows it approved: a click can be taken (inboxed) by a process
+        killed before it answered, and the card then has no button left to click, as in Slack
+        (on SQLite the killed process is also the one that serves the clicks)."""
+        for attempt in range(10):
+            if attempt and self.approved(card_ts):
+                return
             with contextlib.suppress(aiohttp.ClientError, OSError):
                 if (await self.slack.click(BOB, card_ts, ACTION_APPROVE)).status == 200:
                     return
             await asyncio.sleep(0.5)
             self.fleet.route()
         raise AssertionError(f"the click on {card_ts} was never acked")
+
+    def approved(self, card_ts: str) -> bool:
+        now = self.slack.message(CHANNEL, card_ts)
+        return now is not None and f"*Approved* by <@{BOB}>" in str(now.blocks)
 
     def card_of(self, thread_ts: str) -> str | None:
         posted = cards(self.slack, thread_ts)
