@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from state import RunRecord, Store, mask_url, open_store, resolve_store_url
+from state import RunRecord, RunStore, Store, mask_url, open_store, resolve_store_url
 
 from ._channels import ChannelTools
 from ._command import direct_call
@@ -282,7 +282,7 @@ class Agent:
         resume: dict[str, Any] | None,
         run_id: str,
         path: str,
-        store: Store,
+        store: RunStore,
     ) -> AgentRun:
         """A run of this agent as a tool of another (`bot/_nested.py` derives the arguments)."""
         return AgentRun(

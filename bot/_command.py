@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from state import PendingCall, RunRecord, Store
+from state import PendingCall, RunRecord, RunStore
 
 from ._redact import redact
 
@@ -63,7 +63,7 @@ def as_command_input(
     run.pending_calls = [call]
 
 
-async def scrub_command(store: Store, parent: RunRecord, tools: Mapping[str, Any]) -> None:
+async def scrub_command(store: RunStore, parent: RunRecord, tools: Mapping[str, Any]) -> None:
     """A person's command that paused (for its approval) kept what they typed in its pending
     call: the tool had to be called with it. Once a child of it has ended the turn nothing needs
     it, so the paused record is saved again with the call's arguments redacted, and no stored

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from state import HandbackError, RunRecord, StopGuard, Store
+from state import HandbackError, RunRecord, RunStore, StopGuard
 
 __all__ = [
     "INTERRUPTED_BY_CRASH",
@@ -62,14 +62,14 @@ class Journal:
     cancelled run saves last is the one that stays.
     """
 
-    def __init__(self, store: Store, run: RunRecord) -> None:
+    def __init__(self, store: RunStore, run: RunRecord) -> None:
         self._store = store
         self._run = run
         self._lock = asyncio.Lock()
         self._inflight: asyncio.Future[None] | None = None
 
     @property
-    def store(self) -> Store:
+    def store(self) -> RunStore:
         return self._store
 
     async def save(

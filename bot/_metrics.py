@@ -26,7 +26,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from state import Store
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import Backlog
 
 __all__ = [
     "ACK_SECONDS",
@@ -250,7 +251,7 @@ _SCRAPE_READ_WAIT = 1.0
 """Seconds a scrape waits for the store; a slow store must not make the scrape time out."""
 
 
-def metrics_handler(store: Store) -> Callable[[web.Request], Awaitable[web.Response]]:
+def metrics_handler(store: Backlog) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The `/metrics` handler; the inbox size and the pending interactions are read from `store`
     at each scrape (a store that does not answer in time leaves the last values and counts a
     store error)."""

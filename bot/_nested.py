@@ -17,7 +17,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from state import NestedRun, PendingCall, RunRecord, Store, StoreError
+from state import NestedRun, PendingCall, RunRecord, RunStore, StoreError
 
 from ._errors import HandbackError, UsageError
 from ._suspend import Cancel, Cancelled, Suspended, current_scope
@@ -133,7 +133,7 @@ def _result(name: str, pending: list[InteractionEvent], output: OutputEvent) -> 
 
 
 async def cancel_nested(
-    caller: AgentRun, store: Store, run: RunRecord, reason: str, calls: list[PendingCall]
+    caller: AgentRun, store: RunStore, run: RunRecord, reason: str, calls: list[PendingCall]
 ) -> None:
     """End `cancelled/cancelled` every inner run that one of `calls` paused on, as an answer
     `Cancel(reason)` to it would; each does the same to its own inner runs.

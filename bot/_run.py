@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from state import PendingCall, RunRecord, Store, StoreError
+from state import PendingCall, RunRecord, RunStore, StoreError
 
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
@@ -63,7 +63,7 @@ class AgentRun(RunBegin):
         resume: dict[str, Any] | None,
         run_id: str | None = None,
         path: str | None = None,
-        store: Store | None = None,
+        store: RunStore | None = None,
         by: Sequence[str] = (),
         claimed: RunRecord | None = None,
         channel: str | None = None,
@@ -219,7 +219,7 @@ class AgentRun(RunBegin):
             raise RunStopped(str(refused), run_id=run.run_id) from refused
 
     async def _loop(
-        self, store: Store, journal: Journal, run: RunRecord, durable: bool, stream: bool
+        self, store: RunStore, journal: Journal, run: RunRecord, durable: bool, stream: bool
     ) -> AsyncIterator[Event]:
         agent = self.agent
         iterations = 0
@@ -306,7 +306,7 @@ class AgentRun(RunBegin):
         )
 
     async def _settle(
-        self, store: Store, run: RunRecord, outcomes: list[Outcome]
+        self, store: RunStore, run: RunRecord, outcomes: list[Outcome]
     ) -> list[Event] | None:
         """Add the step's results to the transcript; the events that end the run, if it ends."""
         run.transcript += [
@@ -326,7 +326,7 @@ class AgentRun(RunBegin):
 
     # How a run ends -----------------------------------------------------------------------
 
-    async def _pause(self, store: Store, run: RunRecord, waiting: list[Outcome]) -> list[Event]:
+    async def _pause(self, store: RunStore, run: RunRecord, waiting: list[Outcome]) -> list[Event]:
         run.pending_calls = [o.call for o in waiting]
         run.interactions = [i for o in waiting for i in o.suspended]
         run.nested = {o.call.tool_call_id: o.nested for o in waiting if o.nested is not None}
@@ -342,7 +342,7 @@ class AgentRun(RunBegin):
         return [*(InteractionEvent.of(run.run_id, self.path, i) for i in run.interactions), output]
 
     async def _cancel(
-        self, store: Store, run: RunRecord, reason: str, still_open: list[PendingCall]
+        self, store: RunStore, run: RunRecord, reason: str, still_open: list[PendingCall]
     ) -> OutputEvent:
         """End the run `cancelled/cancelled` (an answer was `Cancel`); the calls still open get
         `Cancelled: <reason>` so that a follow-up can continue from a valid transcript. Inner
@@ -356,7 +356,7 @@ class AgentRun(RunBegin):
 
     async def _finish(
         self,
-        store: Store,
+        store: RunStore,
         run: RunRecord,
         code: EventCode,
         *,

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from state import NestedRun, PendingInteraction, Store
+from state import NestedRun, PendingInteraction, RunStore
 
 from ._errors import UsageError
 from ._schema import check_schema
@@ -132,7 +132,7 @@ class HandlerScope:
     run_id: str = ""
     root_id: str | None = None
     """Hashed into interaction ids (scheme 2); None for a run saved with scheme 1."""
-    store: Store | None = None
+    store: RunStore | None = None
     """The store of the run: an agent used as a tool saves its own runs there."""
     nested: NestedRun | None = None
     """For a call whose tool is an agent: the inner run the call paused on last time."""

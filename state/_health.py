@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 
 from ._errors import StoreError
 from ._open import DEFAULT_STORE_URL, STORE_ENV
-from ._protocol import Store
+from ._protocol import ConversationStore
 from ._redis import RedisStore
 from ._url import mask_url, sqlite_path, store_kind
 
@@ -52,7 +52,7 @@ class StoreReport:
     problem: str | None = None
 
 
-async def check_store(store: Store, url: str) -> StoreReport:
+async def check_store(store: ConversationStore, url: str) -> StoreReport:
     """Write and remove a probe (a thread lease) and, for Redis, read its persistence."""
     kind = "sqlite"
     if isinstance(store, RedisStore):

@@ -26,13 +26,24 @@ from ._records import (
 
 __all__ = [
     "AuditLog",
+    "AuditedInteractions",
+    "Backlog",
+    "CallQueue",
+    "CardWork",
     "ConversationStore",
     "GrantStore",
+    "GrantWork",
+    "HomeReads",
     "HomeViewers",
     "Inbox",
+    "InboxWork",
     "InteractionStore",
+    "Routing",
     "RunStore",
+    "StopWork",
     "Store",
+    "ThreadRuns",
+    "ThreadWork",
 ]
 
 
@@ -395,6 +406,69 @@ class GrantStore(Protocol):
 
 
 @runtime_checkable
+class CallQueue(Protocol):
+    """The store's own queue of calls, as this process sees it."""
+
+    @property
+    def calls_waiting(self) -> int:
+        """Calls of this process waiting for their turn at the store right now: for a pooled
+        connection (Redis) or for the database thread (SQLite). The inbox worker takes no new
+        work while its own work keeps calls waiting, so the app's inbox writes, which Slack
+        waits for, do not queue behind it."""
+
+
+# What each part of the app uses of the store, where it uses several of the boundaries above:
+# naming the combination after its user lets mypy prove the part touches nothing else. They are
+# shapes of the app's own wiring, not interfaces a user implements (that is `Store`), so they
+# stay out of `state.__all__`.
+
+
+class AuditedInteractions(InteractionStore, AuditLog, Protocol):
+    """Closing and nudging interactions, each change audited (the expiry sweep, the nudges)."""
+
+
+class Backlog(InteractionStore, Inbox, Protocol):
+    """What the metrics read at each scrape: the inbox's size and the pending interactions."""
+
+
+class CardWork(InteractionStore, AuditLog, Inbox, Protocol):
+    """Posting a run's cards and closing them: its interactions, their audit, and the inbox
+    item that recovers a run whose cards were all answered."""
+
+
+class GrantWork(GrantStore, AuditLog, Protocol):
+    """Adding, using and revoking standing grants, audited."""
+
+
+class HomeReads(RunStore, InteractionStore, AuditLog, HomeViewers, GrantStore, Protocol):
+    """What the App Home lists: pending requests and their runs, someone's answers and grants,
+    and who looks at Home."""
+
+
+class InboxWork(Inbox, CallQueue, Protocol):
+    """The inbox worker: taking items, finishing them, and not taking more while the store's
+    calls queue."""
+
+
+class Routing(InteractionStore, ConversationStore, Protocol):
+    """Deciding where a work item goes: the interaction a click names, the thread's run."""
+
+
+class StopWork(RunStore, InteractionStore, ConversationStore, AuditLog, Protocol):
+    """Stopping a thread's turn: its run, the requests it waits on, who started it, the audit."""
+
+
+class ThreadRuns(RunStore, ConversationStore, Protocol):
+    """Driving a run in a Slack thread: the run, the thread's pointer to it and its stop mark."""
+
+
+class ThreadWork(
+    RunStore, InteractionStore, ConversationStore, AuditLog, GrantStore, Inbox, Protocol
+):
+    """A thread's turns end to end: its lease and runs, their cards and grants, the audit."""
+
+
+@runtime_checkable
 class Store(
     RunStore,
     InteractionStore,
@@ -403,16 +477,10 @@ class Store(
     HomeViewers,
     Inbox,
     GrantStore,
+    CallQueue,
     Protocol,
 ):
     """Everything handback persists; `open_store(url)` returns one."""
-
-    @property
-    def calls_waiting(self) -> int:
-        """Calls of this process waiting for their turn at the store right now: for a pooled
-        connection (Redis) or for the database thread (SQLite). The inbox worker takes no new
-        work while its own work keeps calls waiting, so the app's inbox writes, which Slack
-        waits for, do not queue behind it."""
 
     async def aclose(self) -> None:
         """Release connections; closing twice is fine."""

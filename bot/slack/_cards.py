@@ -11,7 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import blocks
-from state import AuditEntry, CorruptRecordError, InteractionRecord, Store
+from state import AuditEntry, CorruptRecordError, InteractionRecord
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import CardWork
 
 from .._run import StoppedCall
 from ..events import InteractionEvent
@@ -32,7 +35,7 @@ class Cards:
     def __init__(
         self,
         *,
-        store: Store,
+        store: CardWork,
         chat: Chat,
         ttl: float,
         grants: Grants,

@@ -12,7 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state import AuditEntry, InteractionRecord, RunRecord, Store, StoreError, stop_mark
+from state import AuditEntry, InteractionRecord, RunRecord, StoreError, stop_mark
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import ThreadWork
 
 from .. import Agent, Cancel, InvalidResumeValue, ResumeError, RunAlreadyResumed, RunStopped
 from ._cards import Cards
@@ -39,7 +42,7 @@ class Conversations:
         self,
         *,
         agent: Agent,
-        store: Store,
+        store: ThreadWork,
         chat: Chat,
         ttl: float,
         clock: Callable[[], float] = time.time,

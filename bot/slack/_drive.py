@@ -9,7 +9,10 @@ import json
 import logging
 import re
 
-from state import Store, StoreError
+from state import StoreError
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import ThreadRuns
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._records import ThreadStop
@@ -36,7 +39,7 @@ stop pressed at any replica ends the turn within a second."""
 class Driver:
     """Drives a run of a thread's turn and shows what it does in the thread."""
 
-    def __init__(self, *, store: Store, chat: Chat, cards: Cards) -> None:
+    def __init__(self, *, store: ThreadRuns, chat: Chat, cards: Cards) -> None:
         self.store = store
         self.chat = chat
         self.cards = cards

@@ -8,7 +8,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from state import AuditEntry, InteractionRecord, Store
+from state import AuditEntry, InteractionRecord
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import AuditedInteractions
 
 from .. import Cancel
 from ._conversation import Conversations
@@ -29,7 +32,7 @@ class Sweeper:
     def __init__(
         self,
         *,
-        store: Store,
+        store: AuditedInteractions,
         conversations: Conversations,
         interval: float,
         clock: Callable[[], float] = time.time,

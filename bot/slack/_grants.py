@@ -27,8 +27,8 @@ from state import (
     CorruptRecordError,
     Grant,
     GrantScope,
+    GrantStore,
     InteractionRecord,
-    Store,
     approval_of,
     grant_id_for,
     used_grant,
@@ -36,6 +36,9 @@ from state import (
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._grant import GrantClaim
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import GrantWork
 
 from .._redact import REDACTED, redact
 from ._chat import Chat
@@ -106,7 +109,7 @@ def _pinned(record: InteractionRecord, names: Sequence[str]) -> dict[str, Any] |
     return found
 
 
-async def revoke_grant(store: Store, grant_id: str, *, by: str, now: float) -> GrantClaim:
+async def revoke_grant(store: GrantStore, grant_id: str, *, by: str, now: float) -> GrantClaim:
     """Revoke a grant for `by` (a Slack user id, or an operator's name), audited when it wins;
     the claim says whether it was active (`won`) and what the grant is (None: unknown)."""
     entry = AuditEntry(
@@ -121,7 +124,7 @@ class Grants:
     def __init__(
         self,
         *,
-        store: Store,
+        store: GrantWork,
         chat: Chat,
         policy: AnswerPolicy | None,
         members: GroupMembers | None,

@@ -22,10 +22,13 @@ from typing import Any, Final
 
 import blocks
 from blocks import Decision
-from state import CorruptRecordError, InteractionRecord, Store
+from state import CorruptRecordError, InteractionRecord
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._keys import HOME_VIEWER_TTL
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import HomeReads
 
 from .._redact import redact
 from ._chat import Chat
@@ -81,7 +84,7 @@ class Home:
     def __init__(
         self,
         *,
-        store: Store,
+        store: HomeReads,
         chat: Chat,
         policy: AnswerPolicy,
         members: GroupMembers,

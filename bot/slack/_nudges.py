@@ -13,7 +13,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 import blocks
-from state import AuditEntry, CorruptRecordError, InteractionRecord, Store, approval_of
+from state import AuditEntry, CorruptRecordError, InteractionRecord, approval_of
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import AuditedInteractions
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._records import Nudge
@@ -32,7 +35,7 @@ class Nudges:
     def __init__(
         self,
         *,
-        store: Store,
+        store: AuditedInteractions,
         chat: Chat,
         policy: AnswerPolicy,
         clock: Callable[[], float] = time.time,

@@ -7,7 +7,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from state import AuditEntry, InteractionRecord, StopGuard, Store, ThreadStop
+from state import AuditEntry, InteractionRecord, StopGuard, ThreadStop
+
+# A combination of the store's boundaries named for its user, kept out of state.__all__
+from state._protocol import StopWork
 
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
@@ -70,7 +73,7 @@ class StopCheck:
     def __init__(
         self,
         *,
-        store: Store,
+        store: StopWork,
         chat: Chat,
         policy: AnswerPolicy,
         members: GroupMembers,
