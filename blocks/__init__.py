@@ -34,19 +34,11 @@ from ._approvers import ANYONE, approver_mentions, with_note
 from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
-from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
+from ._edit import locked_arguments, render_edit_modal
 from ._elicit import ELICITATION
 from ._errors import InvalidAnswer
 from ._form import InputValue
-from ._grant import grant_used_notice
-from ._home import (
-    HOME_BLOCK_LIMIT,
-    NOTICE_BLOCK,
-    Decision,
-    grant_blocks,
-    home_with_notice,
-    render_home,
-)
+from ._home import Decision, home_with_notice, render_home
 from ._ids import (
     ACTION_ANSWER,
     ACTION_APPROVE,
@@ -86,7 +78,7 @@ from ._payloads import (
     parse_command_submission,
     parse_view_submission,
 )
-from ._text import escape, mention, show_hidden
+from ._text import escape, show_hidden
 
 __all__ = [
     "ACTION_ANSWER",
@@ -113,9 +105,6 @@ __all__ = [
     "CALLBACK_MODAL",
     "CALLBACK_PATTERN",
     "ELICITATION",
-    "HOME_BLOCK_LIMIT",
-    "NOTICE_BLOCK",
-    "REDACTED",
     "ActionName",
     "CallbackName",
     "CardAction",
@@ -134,14 +123,10 @@ __all__ = [
     "answer_from_text",
     "approver_mentions",
     "arguments_from_submission",
-    "can_edit",
     "command_usage",
     "escape",
-    "grant_blocks",
-    "grant_used_notice",
     "home_with_notice",
     "locked_arguments",
-    "mention",
     "page_from_action",
     "parse_block_action",
     "parse_command",

@@ -3,7 +3,7 @@ audit log (Redis or SQLite)."""
 
 from ._answer_schema import AnswerSchemaError, check_schema, schema_errors
 from ._approval import RULE_KEY, Approval, GrantScope, approval_of
-from ._approval_answer import ApprovalAnswer, approves, read_approval
+from ._approval_answer import ApprovalAnswer, read_approval
 from ._codec import stop_mark
 from ._errors import (
     ApprovalRuleError,
@@ -14,7 +14,7 @@ from ._errors import (
     StoreURLError,
     UsageError,
 )
-from ._grant import Grant, grant_id_for, used_grant
+from ._grant import Grant, used_grant
 from ._health import missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
 from ._keys import AUDIT_CAP
@@ -82,9 +82,7 @@ __all__ = [
     "UsageError",
     "WorkItem",
     "approval_of",
-    "approves",
     "check_schema",
-    "grant_id_for",
     "mask_url",
     "missing_sqlite_file",
     "open_store",

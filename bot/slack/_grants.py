@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import blocks
+# Used only by the Slack app's internals, kept out of `blocks.__all__` (not for users).
+from blocks._grant import grant_used_notice
 from state import (
     AuditEntry,
     CorruptRecordError,
@@ -30,12 +31,12 @@ from state import (
     GrantStore,
     InteractionRecord,
     approval_of,
-    grant_id_for,
     used_grant,
 )
 
-# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
-from state._grant import GrantClaim
+# Coordination records of the Slack app and the id it derives a grant's from, kept out of
+# `state.__all__` (not for users).
+from state._grant import GrantClaim, grant_id_for
 
 # A combination of the store's boundaries named for its user, kept out of state.__all__
 from state._protocol import GrantWork
@@ -242,7 +243,7 @@ class Grants:
             if claim.won and claim.record is not None:
                 await self.chat.post(
                     record.channel,
-                    blocks.grant_used_notice(grant, tool),
+                    grant_used_notice(grant, tool),
                     thread_ts=record.thread_ts,
                 )
                 return claim.record

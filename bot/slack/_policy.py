@@ -29,8 +29,14 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from blocks import ANYONE, ELICITATION, mention
-from state import CorruptRecordError, InteractionRecord, approval_of, approves
+from blocks import ANYONE, ELICITATION
+
+# Used only by the Slack app's internals, kept out of `blocks.__all__` (not for users).
+from blocks._text import mention
+from state import CorruptRecordError, InteractionRecord, approval_of
+
+# Used only by the Slack app's internals, kept out of `state.__all__` (not for users).
+from state._approval_answer import approves
 
 from .._errors import HandbackError
 

@@ -7,7 +7,10 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from state import CorruptRecordError, InteractionRecord, InteractionStore, approval_of, approves
+from state import CorruptRecordError, InteractionRecord, InteractionStore, approval_of
+
+# Used only by the Slack app's internals, kept out of `state.__all__` (not for users).
+from state._approval_answer import approves
 
 from .. import _metrics
 from ._cards import Cards

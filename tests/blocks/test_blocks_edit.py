@@ -11,10 +11,8 @@ import pytest
 from blocks import (
     ACTION_EDIT,
     CALLBACK_EDIT_MODAL,
-    REDACTED,
     InvalidAnswer,
     answer_from_submission,
-    can_edit,
     locked_arguments,
     parse_block_action,
     parse_view_submission,
@@ -23,6 +21,9 @@ from blocks import (
     render_edit_modal,
     render_modal,
 )
+
+# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
+from blocks._edit import REDACTED, can_edit
 from bot._redact import REDACTED as RUNTIME_REDACTED
 from state import Approval, InteractionRecord
 

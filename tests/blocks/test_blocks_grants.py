@@ -10,6 +10,9 @@ import pytest
 
 import blocks
 from blocks import ACTION_GRANT, InvalidAnswer
+
+# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
+from blocks._grant import grant_used_notice
 from state import RULE_KEY, Approval, Grant, InteractionRecord
 
 from ._factory import APPROVAL_SCHEMA, CREATED, approval
@@ -147,7 +150,7 @@ def test_the_thread_notice_is_safe_mrkdwn() -> None:
         created_at=CREATED,
         expires_at=CREATED + 3600,
     )
-    notice = blocks.grant_used_notice(grant, grant.tool)
+    notice = grant_used_notice(grant, grant.tool)
     check_safe_mrkdwn(notice, "notice")
     assert "<@U0BOB>'s standing grant for this thread" in notice
     assert f"<!date^{int(CREATED + 3600)}^" in notice

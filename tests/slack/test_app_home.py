@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from blocks import ACTION_APPROVE, ACTION_DENY_REASON, NOTICE_BLOCK
+from blocks import ACTION_APPROVE, ACTION_DENY_REASON
+
+# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
+from blocks._home import NOTICE_BLOCK
 from bot.playground._payloads import home_block_actions
 from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings

@@ -18,7 +18,10 @@ from bot import Agent, Approval, Tool
 from bot._admin import print_grants
 from bot.slack._policy import FRESH_WITHIN
 from bot.testing import FunctionModel
-from state import AuditEntry, Grant, grant_id_for
+from state import AuditEntry, Grant
+
+# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
+from state._grant import grant_id_for
 
 from ..state.conftest import overwrite_raw
 from . import agents

@@ -12,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from blocks import ACTION_APPROVE, ACTION_EDIT, NOTICE_BLOCK
+from blocks import ACTION_APPROVE, ACTION_EDIT
+
+# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
+from blocks._home import NOTICE_BLOCK
 from bot import Agent, Tool
 from bot.playground._payloads import home_block_actions, payload_user
 from bot.slack._refusal import NOT_YOURS

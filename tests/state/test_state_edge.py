@@ -29,9 +29,11 @@ from state import (
     Store,
     StoreClosedError,
     StoreError,
-    grant_id_for,
     open_store,
 )
+
+# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
+from state._grant import grant_id_for
 from state._keys import (
     AUDIT_CAP,
     INTERACTION_GRACE,

@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from state import AuditEntry, Grant, GrantStore, Store, grant_id_for
+from state import AuditEntry, Grant, GrantStore, Store
+
+# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
+from state._grant import grant_id_for
 
 from .conftest import make_interaction, make_run, overwrite_raw
 

@@ -9,15 +9,10 @@ from typing import Any
 
 import pytest
 
-from state import (
-    AuditEntry,
-    Grant,
-    StopGuard,
-    Store,
-    ThreadStop,
-    grant_id_for,
-    stop_mark,
-)
+from state import AuditEntry, Grant, StopGuard, Store, ThreadStop, stop_mark
+
+# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
+from state._grant import grant_id_for
 
 # The thread lease and turn claim are the Slack app's coordination records (not exported).
 from state._records import ThreadLease, TurnClaim
