@@ -101,3 +101,17 @@ def test_the_walk_finds_a_store_annotation_however_it_is_written(
     source: str, expected: list[tuple[str, str]]
 ) -> None:
     assert list(_store_parameters(ast.parse(source))) == expected
+
+
+def test_every_store_protocol_is_a_part_of_store_or_has_a_user_in_bot() -> None:
+    """A combination nobody takes any more goes (it would only widen the list to read)."""
+    from state import Store, _protocol
+
+    parts = {base.__name__ for base in Store.__mro__}
+    used = {
+        node.id
+        for path in BOT.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Name)
+    }
+    assert sorted(set(_protocol.__all__) - parts - used) == []
