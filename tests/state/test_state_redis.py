@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -10,10 +11,14 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
 
-from state import AuditEntry, RedisStore
+from state import (
+    AuditEntry,
+    RedisStore,
+)
 from state._keys import (
     DELIVERY_TTL,
     INTERACTION_GRACE,
+    LONGEST_WAIT,
     RUN_TTL,
     SETTLED_TTL,
     THREAD_TTL,
@@ -255,3 +260,65 @@ async def test_settled_runs_drops_members_that_went_stale(
 
     assert await counted.settled_runs() == ["stuck"]
     assert await raw.zrange(keys.settled, 0, -1) == [b"stuck", b"waiting"]
+
+
+@pytest.fixture
+async def redis_store(redis_store_url: str) -> AsyncIterator[RedisStore]:
+    async with RedisStore.from_url(redis_store_url) as store:
+        yield store
+
+
+def _near(ttl: int, expected: float) -> bool:
+    return expected - 5 <= ttl <= expected
+
+
+async def test_saves_and_writes_refresh_ttls_as_keys_documents(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    keys = RedisKeys(redis_store.prefix)
+    await redis_store.save_run(make_run())
+    await redis_store.add_interactions([make_interaction("ix-1")])
+    await redis_store.set_thread_run("C1", "1.1", "run-1")
+    for key in (keys.run("run-1"), keys.run_interactions("run-1"), keys.thread("C1", "1.1")):
+        await raw.expire(key, 10)
+
+    await redis_store.save_run(make_run())
+    assert _near(await raw.ttl(keys.run("run-1")), RUN_TTL)
+    await redis_store.add_interactions([make_interaction("ix-2")])
+    assert _near(await raw.ttl(keys.run_interactions("run-1")), RUN_TTL)
+    await redis_store.set_thread_run("C1", "1.1", "run-2")
+    assert _near(await raw.ttl(keys.thread("C1", "1.1")), THREAD_TTL)
+
+    await redis_store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    await raw.expire(keys.settled, 10)
+    await redis_store.close_interaction("ix-2", status="expired", now=time.time())
+    assert _near(await raw.ttl(keys.settled), SETTLED_TTL)
+    # A claim is no save: it leaves the run's TTL as the last save set it.
+    await raw.expire(keys.run("run-1"), 100)
+    assert (await redis_store.claim_run("run-1", child_id="child")).won
+    assert _near(await raw.ttl(keys.run("run-1")), 100)
+
+
+async def test_a_far_future_expiry_keeps_the_interaction_for_the_longest_wait(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    await redis_store.add_interactions([make_interaction("ix-1", expires_at=1e20)])
+    keys = RedisKeys(redis_store.prefix)
+    assert _near(await raw.ttl(keys.interaction("ix-1")), LONGEST_WAIT + INTERACTION_GRACE)
+    assert _near(await raw.ttl(keys.run_interactions("run-1")), LONGEST_WAIT + INTERACTION_GRACE)
+
+
+async def test_a_repeat_delivery_does_not_extend_and_a_lapsed_one_is_new(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    key = RedisKeys(redis_store.prefix).delivery("Ev1")
+    assert await redis_store.first_delivery("Ev1")
+    await raw.expire(key, 100)
+    assert not await redis_store.first_delivery("Ev1")
+    assert _near(await raw.ttl(key), 100)
+    await raw.pexpire(key, 1)
+    async with asyncio.timeout(5):
+        while await raw.exists(key):  # noqa: ASYNC110 - Redis signals no expiry here
+            await asyncio.sleep(0.005)
+    assert await redis_store.first_delivery("Ev1")
+    assert not await redis_store.first_delivery("Ev1")
