@@ -14,6 +14,7 @@ from state import (
     Store,
 )
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 ODD_IDS = [
@@ -56,7 +57,7 @@ async def test_odd_ids_work_through_every_call(store: Store, ident: str) -> None
         f"{ident}/late",
     ]
     assert [r.interaction_id for r in await store.due_interactions(now)] == [f"{ident}/late"]
-    claim = await store.answer_interaction(ident, answer=ident, answered_by=ident, now=now)
+    claim = await answer_only(store, ident, answer=ident, answered_by=ident, now=now)
     assert claim.won and answered(claim.record).answered_by == ident
     await store.close_interaction(f"{ident}/late", status="expired", now=now)
     assert await store.settled_runs() == [ident]
@@ -64,8 +65,8 @@ async def test_odd_ids_work_through_every_call(store: Store, ident: str) -> None
     assert run_claim.won and run_claim.run is not None and run_claim.run.resumed_by == ident
     await store.set_thread_run(ident, ident, ident)
     assert await store.get_thread_run(ident, ident) == ident
-    assert await store.first_delivery(ident)
-    assert not await store.first_delivery(ident)
+    assert await store.enqueue("event", {"n": 1}, dedupe=ident) is not None
+    assert await store.enqueue("event", {"n": 2}, dedupe=ident) is None
     await store.audit(AuditEntry(at=now, action="answered", interaction_id=ident, user=ident))
     assert (await store.recent_audit(limit=1))[0].interaction_id == ident
 
@@ -77,7 +78,7 @@ async def test_settled_runs_page_through_odd_ids_in_byte_order(store: Store) -> 
     for n, ident in enumerate(ODD_IDS):
         await store.save_run(make_run(ident))
         await store.add_interactions([make_interaction(f"ix-{n}", run_id=ident)])
-        await store.answer_interaction(f"ix-{n}", answer=n, answered_by="U1", now=now)
+        await answer_only(store, f"ix-{n}", answer=n, answered_by="U1", now=now)
     pages: list[str] = []
     after: str | None = None
     while page := await store.settled_runs(limit=1, after=after):
@@ -107,14 +108,14 @@ async def test_an_expiry_far_in_the_future_is_kept_and_answerable(store: Store) 
     record = await store.get_interaction("ix-1")
     assert record is not None and record.expires_at == 1e20
     assert await store.due_interactions(time.time() + 1e9) == []
-    claim = await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    claim = await answer_only(store, "ix-1", answer=1, answered_by="U1", now=time.time())
     assert claim.won
 
 
 async def test_a_negative_expiry_is_already_due_and_unanswerable(store: Store) -> None:
     await store.add_interactions([make_interaction("ix-1", expires_at=-5.0)])
     assert [r.interaction_id for r in await store.due_interactions(0.0)] == ["ix-1"]
-    claim = await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    claim = await answer_only(store, "ix-1", answer=1, answered_by="U1", now=time.time())
     assert not claim.won and answered(claim.record).status == "pending"
 
 
@@ -139,7 +140,7 @@ async def test_a_nan_now_is_refused_by_every_call_that_compares_it(store: Store)
     with pytest.raises(ValueError, match="`now`"):
         await store.due_interactions(nan)
     with pytest.raises(ValueError, match="`now`"):
-        await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=nan)
+        await answer_only(store, "ix-1", answer=1, answered_by="U1", now=nan)
     with pytest.raises(ValueError, match="`now`"):
         await store.close_interaction("ix-1", status="expired", now=nan)
     assert answered(await store.get_interaction("ix-1")).status == "pending"
@@ -178,9 +179,9 @@ async def test_a_falsy_answer_is_an_answer_for_good(store: Store, answer: Any) -
     """Stored JSON `null` is not a missing answer: no re-add, second answer or sweep undoes it."""
     await store.save_run(make_run())
     await store.add_interactions([make_interaction("ix-1")])
-    assert (await store.answer_interaction("ix-1", answer=answer, answered_by="U1", now=1.0)).won
+    assert (await answer_only(store, "ix-1", answer=answer, answered_by="U1", now=1.0)).won
     await store.add_interactions([make_interaction("ix-1", payload={"question": "changed?"})])
-    second = await store.answer_interaction("ix-1", answer="other", answered_by="U2", now=2.0)
+    second = await answer_only(store, "ix-1", answer="other", answered_by="U2", now=2.0)
     closed = await store.close_interaction("ix-1", status="superseded", now=3.0)
     assert not second.won and not closed.won
     for record in (
@@ -203,6 +204,6 @@ async def test_a_five_megabyte_run_and_interaction_round_trip(store: Store) -> N
     claim = await store.claim_run("run-1", child_id="child")
     assert claim.won and claim.run is not None and claim.run.transcript == run.transcript
     await store.add_interactions([make_interaction("ix-1", payload={"text": big})])
-    won = await store.answer_interaction("ix-1", answer=big, answered_by="U1", now=time.time())
+    won = await answer_only(store, "ix-1", answer=big, answered_by="U1", now=time.time())
     record = answered(won.record)
     assert won.won and record.answer == big and record.payload == {"text": big}

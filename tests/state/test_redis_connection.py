@@ -27,6 +27,7 @@ from state import (
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state._records import ThreadLease, TurnClaim
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 
@@ -127,9 +128,6 @@ REDIS_CALLS: dict[str, RedisCall] = {
     "get_interaction": lambda s: s.get_interaction("ix-1"),
     "run_interactions": lambda s: s.run_interactions("run-1"),
     "set_message": lambda s: s.set_message("ix-1", channel="C1", message_ts="1.2"),
-    "answer_interaction": lambda s: s.answer_interaction(
-        "ix-1", answer=1, answered_by="U1", now=time.time()
-    ),
     "answer_and_claim": lambda s: s.answer_and_claim(
         "ix-1",
         answer=1,
@@ -150,7 +148,6 @@ REDIS_CALLS: dict[str, RedisCall] = {
     "settled_runs": lambda s: s.settled_runs(),
     "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
     "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
-    "first_delivery": lambda s: s.first_delivery("Ev1"),
     "audit": lambda s: s.audit(AuditEntry(at=1.0, action="answered")),
     "recent_audit": lambda s: s.recent_audit(),
     "enqueue": lambda s: s.enqueue("event", {"n": 1}, dedupe="Ev1"),
@@ -186,7 +183,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 33
+    assert len(scripts) == 32
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -205,9 +202,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert [r.interaction_id for r in await any_redis_store.due_interactions(time.time())] == [
         "ix-2"
     ]
-    assert (
-        await any_redis_store.answer_interaction("ix-1", answer=1, answered_by="U", now=2.0)
-    ).won
+    assert (await answer_only(any_redis_store, "ix-1", answer=1, answered_by="U", now=2.0)).won
     assert (await any_redis_store.close_interaction("ix-2", status="expired", now=2.0)).won
     assert await any_redis_store.settled_runs() == ["run-1"]
     assert (await any_redis_store.claim_run("run-1", child_id="child")).won
@@ -246,7 +241,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     await any_redis_store.add_interactions([nudged])
     assert [n.kind for n in await any_redis_store.due_nudges(time.time())] == ["reminder"]
     assert (await any_redis_store.mark_nudged("ix-5", "reminder", now=time.time())).won
-    await any_redis_store.answer_interaction("ix-5", answer=True, answered_by="U", now=2.0)
+    await answer_only(any_redis_store, "ix-5", answer=True, answered_by="U", now=2.0)
     withdrawn = await any_redis_store.withdraw_answer(
         "ix-5", answered_by="U", run_id="run-5", audit=AuditEntry(at=3.0, action="withdrawn")
     )

@@ -1,8 +1,7 @@
-"""Threads, de-duplicated deliveries and the audit log, against SQLite and Redis alike."""
+"""Threads and the audit log, against SQLite and Redis alike (de-duplicated deliveries are the
+inbox's `enqueue(dedupe=...)`, tested in test_inbox.py)."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
@@ -20,17 +19,6 @@ async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
     assert await store.get_thread_run("C1", "1.1") == "run-2"
     assert await store.get_thread_run("C2", "1.1") == "run-other"
     assert await store.get_thread_run("C1", "1.2") is None
-
-
-async def test_an_event_is_delivered_once(store: Store) -> None:
-    assert await store.first_delivery("Ev1")
-    assert not await store.first_delivery("Ev1")
-    assert await store.first_delivery("Ev2")
-
-
-async def test_twenty_concurrent_deliveries_of_one_event_pass_once(store: Store) -> None:
-    seen = await asyncio.gather(*(store.first_delivery("Ev-burst") for _ in range(20)))
-    assert sorted(seen) == [False] * 19 + [True]
 
 
 def entry(n: int) -> AuditEntry:

@@ -21,6 +21,7 @@ from state import (
     open_store,
 )
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 
@@ -62,10 +63,10 @@ async def test_rows_past_their_retention_are_pruned_on_open(store: SQLiteStore, 
     await store.save_run(make_run("new"))
     await store.add_interactions([make_interaction("ix-old", run_id="old")])
     await store.set_thread_run("C1", "1.1", "old")
-    await store.first_delivery("Ev-old")
+    await store.enqueue("event", {"n": 1}, dedupe="Ev-old")
     await store.aclose()
     past = time.time() - 1
-    for table in ("runs", "interactions", "run_interactions", "threads", "deliveries"):
+    for table in ("runs", "interactions", "run_interactions", "threads", "inbox_seen"):
         raw(db, f"UPDATE {table} SET keep_until = ?", past)
     raw(db, "UPDATE runs SET keep_until = ? WHERE run_id = 'new'", time.time() + 60)
 
@@ -74,7 +75,7 @@ async def test_rows_past_their_retention_are_pruned_on_open(store: SQLiteStore, 
         assert await reopened.load_run("new") is not None
         assert await reopened.get_interaction("ix-old") is None
         assert await reopened.get_thread_run("C1", "1.1") is None
-        assert await reopened.first_delivery("Ev-old")
+        assert await reopened.enqueue("event", {"n": 2}, dedupe="Ev-old") is not None
 
 
 async def test_the_expiry_sweep_prunes_once_an_hour(
@@ -91,11 +92,11 @@ async def test_the_expiry_sweep_prunes_once_an_hour(
 
 
 async def test_an_event_past_its_retention_counts_as_new(store: SQLiteStore, db: Path) -> None:
-    assert await store.first_delivery("Ev1")
-    assert not await store.first_delivery("Ev1")
-    raw(db, "UPDATE deliveries SET keep_until = ?", time.time() - 1)
-    assert await store.first_delivery("Ev1")
-    assert not await store.first_delivery("Ev1")
+    assert await store.enqueue("event", {"n": 1}, dedupe="Ev1") is not None
+    assert await store.enqueue("event", {"n": 2}, dedupe="Ev1") is None
+    raw(db, "UPDATE inbox_seen SET keep_until = ?", time.time() - 1)
+    assert await store.enqueue("event", {"n": 3}, dedupe="Ev1") is not None
+    assert await store.enqueue("event", {"n": 4}, dedupe="Ev1") is None
 
 
 async def test_the_audit_log_is_capped(
@@ -236,8 +237,8 @@ async def test_two_stores_in_one_process_share_claims_on_one_file(tmp_path: Path
         assert sum(claim.won for claim in claims) == 1
         answers = await asyncio.gather(
             *(
-                (two if n % 2 else one).answer_interaction(
-                    "ix-1", answer=n, answered_by=f"U{n}", now=time.time()
+                answer_only(
+                    two if n % 2 else one, "ix-1", answer=n, answered_by=f"U{n}", now=time.time()
                 )
                 for n in range(20)
             )
@@ -331,7 +332,7 @@ async def test_an_older_file_without_the_settled_indexes_gets_them(tmp_path: Pat
     async with SQLiteStore(path) as store:
         await store.save_run(make_run())
         await store.add_interactions([make_interaction()])
-        await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+        await answer_only(store, "ix-1", answer=1, answered_by="U1", now=time.time())
     with sqlite3.connect(path) as conn:  # the schema before `settled_runs` existed
         conn.execute("DROP INDEX runs_unclaimed")
         conn.execute("DROP INDEX interactions_run")

@@ -8,6 +8,8 @@ import pytest
 
 from state import Store
 
+from ..conftest import answer_only
+
 
 async def test_developer_mistakes_raise_the_one_usage_error(store: Store) -> None:
     """A store called in a way that can never work raises `UsageError` (drawn once, in `state`,
@@ -18,7 +20,7 @@ async def test_developer_mistakes_raise_the_one_usage_error(store: Store) -> Non
 
     assert bot.UsageError is UsageError
     mistakes: list[Any] = [
-        lambda: store.answer_interaction("ix", answer=1, answered_by="U", now=float("nan")),
+        lambda: answer_only(store, "ix", answer=1, answered_by="U", now=float("nan")),
         lambda: store.acquire_thread("C1", "1.1", owner="", ttl=1),
         lambda: store.acquire_thread("C1", "1.1", owner="a", ttl=0),
         lambda: store.enqueue("event", "not a dict"),  # type: ignore[arg-type]

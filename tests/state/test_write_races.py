@@ -13,6 +13,7 @@ from state import (
     Store,
 )
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 
@@ -46,7 +47,7 @@ async def test_a_close_racing_an_answer_has_one_winner_and_its_outcome(store: St
     for n in range(20):
         ix = f"ix-{n}"
         attempts: list[Awaitable[Any]] = [
-            store.answer_interaction(ix, answer=n, answered_by="U1", now=now),
+            answer_only(store, ix, answer=n, answered_by="U1", now=now),
             store.close_interaction(ix, status="superseded", now=now),
         ]
         if n % 2:
@@ -65,7 +66,7 @@ async def test_a_re_add_racing_an_answer_never_resets_it(store: Store) -> None:
     for n in range(20):
         ix = f"ix-{n}"
         claim, _ = await asyncio.gather(
-            store.answer_interaction(ix, answer=None, answered_by="U1", now=now),
+            answer_only(store, ix, answer=None, answered_by="U1", now=now),
             store.add_interactions([make_interaction(ix, run_id="child")]),
         )
         stored = answered(await store.get_interaction(ix))
