@@ -23,6 +23,8 @@ from blocks import (
     render_edit_modal,
     render_modal,
 )
+
+# The runtime's mask, to pin that the card shows the very same one.
 from bot._redact import REDACTED as RUNTIME_REDACTED
 from state import Approval, InteractionRecord
 

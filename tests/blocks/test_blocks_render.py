@@ -16,6 +16,8 @@ from blocks import (
     render_closed,
     render_modal,
 )
+
+# The id scheme's bound: the longest id must fit Slack's limits.
 from blocks._ids import MAX_INTERACTION_ID
 from state import InteractionRecord
 

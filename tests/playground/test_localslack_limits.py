@@ -17,6 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
 from bot.playground import Playground
+
+# The limits table and the stored message model: each row is checked against the wire.
 from bot.playground._limits import LIMITS
 from bot.playground._slack import LocalSlack
 from bot.playground._workspace_model import Message

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from bot import Agent, Cancel, chatops
-from bot._model import OpenAIModel
+from bot import Agent, Cancel, OpenAIModel, chatops
 from bot.events import InteractionEvent, OutputEvent
-from bot.playground._demo_model import EXAMPLES, RECENT_VERSIONS, demo_reply
+from bot.playground import EXAMPLES, demo_reply
+
+# The demo's version list is its own detail, not the playground's API: the card must offer it.
+from bot.playground._demo_model import RECENT_VERSIONS
 from bot.testing import OpenAICompatServer
 from state import open_store
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+# `handback dev`'s entry point, run in-process so the test controls its temp dir.
 from bot.playground._dev import main as dev_main
 
 

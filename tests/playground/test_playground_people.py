@@ -12,6 +12,7 @@ from playwright.async_api import expect
 from bot import chatops
 from bot.playground import Playground
 
+from . import form_agent
 from .conftest import (
     PageClient,
     card_with,
@@ -22,10 +23,7 @@ from .conftest import (
 
 @pytest.mark.browser
 async def test_picking_in_a_modal_shows_no_error(playground: Playground, browser_page: Any) -> None:
-    from bot._cli import load_agent
-
-    agent = load_agent("tests.playground.form_agent:agent")
-    async with Playground(agent, environ={}) as form_playground:
+    async with Playground(form_agent.agent, environ={}) as form_playground:
         page = browser_page
         failed: list[str] = []
         page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)

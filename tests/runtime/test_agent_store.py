@@ -18,8 +18,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_default_store_is_a_file_in_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

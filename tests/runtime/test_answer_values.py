@@ -24,8 +24,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_non_json_answers_are_refused_and_json_ones_normalized(store: Store) -> None:
     seen: list[Any] = []

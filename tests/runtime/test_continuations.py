@@ -16,8 +16,6 @@ from .conftest import (
     make_agent,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_continuation_from_an_error_run_and_from_a_success_run(store: Store) -> None:
     def fn(messages: list[dict[str, Any]]) -> Any:

@@ -18,6 +18,8 @@ from bot import (
     current_call,
     suspend,
 )
+
+# The error a tool raises on arguments it cannot read (no public name of its own).
 from bot._tool import ArgumentsError
 from state import Store
 
@@ -27,8 +29,6 @@ from .conftest import (
     make_agent,
     script,
 )
-
-# Handlers and models: sync, async, threads ---------------------------------------------------
 
 
 def test_current_call_outside_a_handler() -> None:

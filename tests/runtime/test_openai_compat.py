@@ -19,8 +19,6 @@ from .conftest import (
     last_tool_results,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_compat_server_refuses_bad_bodies() -> None:
     async with OpenAICompatServer(lambda m: "hi") as server, aiohttp.ClientSession() as http:

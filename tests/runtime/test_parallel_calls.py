@@ -24,8 +24,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_parallel_denied_approval_beside_a_question(store: Store) -> None:
     ran: list[str] = []

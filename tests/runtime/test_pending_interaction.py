@@ -20,8 +20,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 SEED_FIELDS = {
     "type",
     "t0",

@@ -9,6 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from bot import Tool
+
+# The redactor itself, tested as a unit (cards and logs use it through the runtime).
 from bot._redact import REDACTED, mask_text, redact
 from state import Store
 
@@ -17,8 +19,6 @@ from .conftest import (
     make_agent,
     script,
 )
-
-# Handlers and models: sync, async, threads ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_a_run_object_runs_once(store: Store) -> None:
     calls: list[str] = []

@@ -31,8 +31,6 @@ from .conftest import (
     script,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def test_ask_pause_resume_cycle(store: Store) -> None:
     fn = script(

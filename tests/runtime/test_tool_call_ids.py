@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bot import Agent
+
+# A model of its own (fixed or missing ids) speaks the runtime's model protocol.
 from bot._model import ModelResponse, ToolCall
 from bot.tools import ask_user
 from state import Store
@@ -18,8 +20,6 @@ from .conftest import (
     last_tool_results,
     make_agent,
 )
-
-# Handlers and models: sync, async, threads ---------------------------------------------------
 
 
 async def test_same_tool_in_consecutive_steps_gets_fresh_ids(store: Store) -> None:

@@ -16,8 +16,6 @@ from bot import (
 )
 from bot.testing import FunctionModel
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 async def stream_logs(service: str) -> AsyncIterator[str]:
     """Stream a service's logs."""

@@ -14,8 +14,6 @@ from .conftest import (
     make_agent,
 )
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 class Deployment(BaseModel):
     service: str

@@ -14,8 +14,6 @@ from state import Store
 
 from .conftest import events_of
 
-# Handlers and models: sync, async, threads ---------------------------------------------------
-
 
 def _usage_of(fn: Any, messages: list[dict[str, Any]]) -> dict[str, int]:
     """What OpenAICompatServer reports for one request, recomputed from its inputs."""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from state import (
+    AUDIT_CAP,
     AuditEntry,
     Store,
 )
-from state._keys import AUDIT_CAP
 
 
 async def test_the_audit_log_keeps_exactly_the_newest_cap_entries(store: Store) -> None:

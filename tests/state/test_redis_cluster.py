@@ -13,6 +13,8 @@ import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from state import RedisStore, StoreError, StoreURLError, open_store
+
+# Raw keys and the parsed URL: the test checks where the store's keys land on the cluster.
 from state._keys import RedisKeys
 from state._url import redis_options
 

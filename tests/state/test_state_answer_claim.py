@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from state import AuditEntry, Store
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state import AuditEntry, Store, ThreadStop
 
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import ThreadLease, ThreadStop, TurnClaim
+from state._records import ThreadLease, TurnClaim
 
 from ..conftest import answer_only
 from .conftest import make_interaction, make_run

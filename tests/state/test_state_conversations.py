@@ -7,7 +7,7 @@ import pytest
 
 from state import AuditEntry, CorruptRecordError, RedisStore, SQLiteStore, Store
 
-from .conftest import raw_client, redis_keys
+from .conftest import raw_client, raw_sqlite, redis_keys
 
 
 async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
@@ -53,12 +53,8 @@ async def test_a_corrupt_audit_entry_raises_an_error(store: Store, store_url: st
         await client.lset(redis_keys(store).audit, 0, '{"at": "soon"}')
         await client.aclose()
     else:
-        import sqlite3
-
-        from state._url import sqlite_path
-
         assert isinstance(store, SQLiteStore)
-        with sqlite3.connect(sqlite_path(store_url)) as conn:
+        with raw_sqlite(store_url) as conn:
             conn.execute('UPDATE audit SET rec = \'{"at": "soon"}\'')
         conn.close()
     with pytest.raises(CorruptRecordError, match="audit"):

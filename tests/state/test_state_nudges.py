@@ -4,17 +4,15 @@ store (SQLite, Redis, Redis Cluster)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from typing import Any
 
 import pytest
 
 from state import Approval, AuditEntry, InteractionRecord, SQLiteStore, Store, open_store
-from state._url import sqlite_path
 
 from ..conftest import answer_only
-from .conftest import make_interaction, make_run
+from .conftest import make_interaction, make_run, raw_sqlite
 
 T0 = 1_900_000_000.0
 """Created at; due times are computed from it, so the tests choose `now` freely."""
@@ -225,7 +223,7 @@ async def test_a_sqlite_file_from_before_nudges_gets_the_columns(sqlite_store_ur
     async with open_store(sqlite_store_url) as store:
         assert isinstance(store, SQLiteStore)
         await store.add_interactions([approval()])
-    with sqlite3.connect(sqlite_path(sqlite_store_url)) as conn:
+    with raw_sqlite(sqlite_store_url) as conn:
         conn.execute("DROP INDEX interactions_nudges")
         for column in ("remind_at", "escalate_at", "reminded_at", "escalated_at"):
             conn.execute(f"ALTER TABLE interactions DROP COLUMN {column}")

@@ -15,6 +15,8 @@ from state import (
     AuditEntry,
     RedisStore,
 )
+
+# Raw keys and their TTLs: the test reads what the store wrote into Redis.
 from state._keys import (
     DELIVERY_TTL,
     INTERACTION_GRACE,

@@ -136,6 +136,7 @@ async def test_many_tasks_share_one_connection_safely(store: SQLiteStore) -> Non
 async def test_settled_runs_reads_only_unclaimed_paused_runs_through_indexes(
     store: SQLiteStore, db: Path
 ) -> None:
+    # The store's own query for settled runs, to ask SQLite how it would run it.
     from state._sqlite import _SETTLED
 
     plan = " ".join(str(row[3]) for row in raw(db, "EXPLAIN QUERY PLAN " + _SETTLED, "", 10))
@@ -326,6 +327,7 @@ async def test_memory_stores_open_at_once_are_separate() -> None:
 
 
 async def test_an_older_file_without_the_settled_indexes_gets_them(tmp_path: Path) -> None:
+    # The store's own query for settled runs, to ask SQLite how it runs it on the old file.
     from state._sqlite import _SETTLED
 
     path = tmp_path / "handback.db"
@@ -351,6 +353,7 @@ async def test_an_older_file_without_the_settled_indexes_gets_them(tmp_path: Pat
 
 def test_a_failed_commit_leaves_no_transaction_open() -> None:
     """A COMMIT that fails keeps the transaction; the next `BEGIN` would fail for good."""
+    # The store's transaction helper, driven into SQLite's failure modes directly.
     from state._sqlite import _transaction
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
@@ -371,6 +374,7 @@ def test_a_failed_commit_leaves_no_transaction_open() -> None:
 def test_an_error_after_sqlite_rolled_back_by_itself_is_not_hidden() -> None:
     """After a full disk or an I/O error SQLite has already rolled back; a second ROLLBACK
     raised "no transaction is active" in place of the error that mattered."""
+    # The store's transaction helper, driven into SQLite's failure modes directly.
     from state._sqlite import _transaction
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
