@@ -196,10 +196,6 @@ class RedisKeys:
         """String with a `STREAM_TTL`: the ts of the message a run streams its answer into."""
         return f"{self.namespace}stream:{run_id}"
 
-    def delivery(self, event_id: str) -> str:
-        """String set with NX: its existence means the event was already handled."""
-        return f"{self.namespace}event:{event_id}"
-
     # `{inbox}` is a hash tag: the stream and every dedupe mark hash to one slot, so the enqueue
     # script may write both. On a cluster the namespace's tag comes first and is the one Redis
     # reads, which puts the inbox in the store's slot with everything else.

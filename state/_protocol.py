@@ -110,15 +110,6 @@ class InteractionStore(Protocol):
     async def set_message(self, interaction_id: str, *, channel: str, message_ts: str) -> None:
         """Record where the card was posted."""
 
-    async def answer_interaction(
-        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
-    ) -> InteractionClaim:
-        """Atomically move a pending, unexpired interaction to `answered` (one round trip).
-
-        Lost when it is missing, no longer pending, or `expires_at <= now`; the record comes back
-        as stored so the caller can say who answered or that it expired.
-        """
-
     async def answer_and_claim(
         self,
         interaction_id: str,
@@ -131,8 +122,12 @@ class InteractionStore(Protocol):
         needed: int = 1,
         stop: StopGuard | None = None,
     ) -> AnswerClaim:
-        """`answer_interaction`, writing `audit` when it wins, and with `turn` also the resume's
-        claims, all in one atomic step (one round trip).
+        """Move a pending, unexpired interaction to `answered`, writing `audit` when it wins,
+        and with `turn` also the resume's claims, all in one atomic step (one round trip).
+
+        Lost when the interaction is missing, no longer pending, or `expires_at <= now`; the
+        record comes back as stored so the caller can say who answered or that it expired. A
+        late answer changes nothing: the expiry sweep stays the one place that closes it.
 
         With `turn`, a won answer also claims the run (`claim_run(turn.run_id,
         child_id=turn.child_id)`) and takes the thread's lease for `turn.lease.owner` when: the
@@ -239,9 +234,6 @@ class ConversationStore(Protocol):
     async def set_thread_run(self, channel: str, thread_ts: str, run_id: str) -> None: ...
 
     async def get_thread_run(self, channel: str, thread_ts: str) -> str | None: ...
-
-    async def first_delivery(self, event_id: str) -> bool:
-        """True the first time an event id is seen (atomic), False for every repeat."""
 
     async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
         """Take the thread's lease for `owner` for `ttl` seconds (atomic, one round trip).
@@ -399,10 +391,10 @@ class GrantStore(Protocol):
         audit: AuditEntry,
         stop: StopGuard | None = None,
     ) -> InteractionClaim:
-        """`answer_interaction` and its `audit` entry, won only while the grant is active at
-        `now` too, checked in the same atomic step: once `revoke_grant` returns, no answer under
-        that grant is taken any more. A lost claim returns the interaction as stored. `stop` as
-        for `answer_and_claim`."""
+        """The answer and its `audit` entry as `answer_and_claim` without a turn or votes, won
+        only while the grant is active at `now` too, checked in the same atomic step: once
+        `revoke_grant` returns, no answer under that grant is taken any more. A lost claim
+        returns the interaction as stored. `stop` as for `answer_and_claim`."""
 
 
 @runtime_checkable

@@ -43,7 +43,6 @@ from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLE
 from ._keys import (
     AUDIT_CAP,
     DEFAULT_PREFIX,
-    DELIVERY_TTL,
     HOME_VIEWER_CAP,
     INTERACTION_GRACE,
     LONGEST_WAIT,
@@ -767,11 +766,6 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
     async def get_thread_run(self, channel: str, thread_ts: str) -> str | None:
         value = await self._send(self._live().get(self._keys.thread(channel, thread_ts)))
         return None if value is None else text(value)
-
-    async def first_delivery(self, event_id: str) -> bool:
-        """True the first time within `DELIVERY_TTL`; SET NX makes concurrent repeats False."""
-        key = self._keys.delivery(event_id)
-        return bool(await self._send(self._live().set(key, b"1", nx=True, ex=DELIVERY_TTL)))
 
     async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
         """Redis expires the lease itself (PX), by the server's clock."""

@@ -50,26 +50,6 @@ local function mark_settled(ix, settled, ttl)
 end
 """
 
-# An answer at or after `expires_at` loses and changes nothing: the expiry sweep still finds
-# the interaction in `due`, closes it, cancels the run and updates the card.
-_ANSWER = (
-    LUA_READ_IX
-    + _MARK_SETTLED
-    + """
-local v = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
-if not v[1] then return {0} end
-local won, expires_at = 0, tonumber(v[2])
-if v[1] == 'pending' and expires_at and expires_at > tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[1], 'status', 'answered', 'answer', ARGV[2],
-             'answered_by', ARGV[3], 'answered_at', ARGV[4])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  mark_settled(KEYS[1], KEYS[3], ARGV[5])
-  won = 1
-end
-return {won, read_ix(KEYS[1])}
-"""
-)
-
 # KEYS: interaction, due, settled, audit, then (run, run index, thread lease, transcripts, thread
 # stop mark) when the resume's claims or a stop guard are asked for, and with the guard the stop
 # mark again (10th): an answer to a run whose turn was stopped since changes nothing and replies
@@ -78,8 +58,10 @@ return {won, read_ix(KEYS[1])}
 # votes needed, whether the answer approves, this vote, then the audit entries of votes
 # 1 .. needed - 1. An Approve of an approval
 # whose rule asks for another number of approvers than `needed` loses (fail closed: a caller that
-# forgot the rule must not let one person approve a two-person request). Then the answer as
-# `_ANSWER`, its audit entry with it;
+# forgot the rule must not let one person approve a two-person request). Then the answer: a
+# pending interaction moves to `answered`, leaves `due` and marks its run settled, its audit
+# entry with it; an answer at or after `expires_at` loses and changes nothing (the expiry sweep
+# still finds the interaction in `due`, closes it, cancels the run and updates the card);
 # then, only when this was the run's one interaction, the run paused and unclaimed and the lease
 # free or the owner's, the run is claimed and the lease taken, both or neither (a run with other
 # interactions, or a busy thread, is resumed the long way, where the runtime claims it); the
@@ -162,10 +144,10 @@ return {1, ix, stop, r[1], ARGV[9], log[1], log[2]}
 )
 
 # KEYS: interaction, due, settled, audit, grant, and with a stop guard the run and its thread's
-# stop mark. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap. `_ANSWER`
-# with its audit entry, taken only while the grant is neither revoked nor expired: a revoke and
-# an answer under it are ordered by Redis itself; nor after a stop of the turn that asked
-# ({0, ix, false, mark}).
+# stop mark. ARGV: id, answer, answered_by, now, settled TTL, audit entry, audit cap. The answer
+# as `_ANSWER_AND_CLAIM` without a turn or votes, with its audit entry, taken only while the
+# grant is neither revoked nor expired: a revoke and an answer under it are ordered by Redis
+# itself; nor after a stop of the turn that asked ({0, ix, false, mark}).
 _ANSWER_UNDER_GRANT = (
     LUA_READ_IX
     + _MARK_SETTLED
@@ -271,37 +253,11 @@ class RedisAnswers(RedisPart):
     """The answer half of `RedisStore`: every change of an interaction's answer."""
 
     def _register_answers(self, client: RedisClient) -> None:
-        self._answer = client.register_script(_ANSWER)
         self._answer_and_claim = client.register_script(_ANSWER_AND_CLAIM)
         self._answer_under_grant = client.register_script(_ANSWER_UNDER_GRANT)
         self._close = client.register_script(_CLOSE)
         self._withdraw = client.register_script(_WITHDRAW)
         self._withdraw_vote = client.register_script(_WITHDRAW_VOTE)
-
-    async def answer_interaction(
-        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
-    ) -> InteractionClaim:
-        """Claim a pending interaction for `answered_by`.
-
-        Lost when missing, not pending, or `expires_at <= now`. A late answer changes nothing:
-        the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
-        and the expiry sweep remains the one place that closes it and cancels its run.
-        """
-        check_now(now)
-        reply = await self._send(
-            self._answer(
-                keys=[self._keys.interaction(interaction_id), self._keys.due, self._keys.settled],
-                args=[
-                    interaction_id,
-                    encode_answer(answer),
-                    answered_by,
-                    repr(float(now)),
-                    SETTLED_TTL,
-                ],
-                client=self._live(),
-            )
-        )
-        return self._interaction_claim(interaction_id, reply)
 
     async def answer_and_claim(
         self,

@@ -36,7 +36,6 @@ from ._codec import (
 )
 from ._errors import CorruptRecordError, StoreClosedError, StoreError, StoreURLError, UsageError
 from ._keys import (
-    DELIVERY_TTL,
     HOME_VIEWER_CAP,
     PRUNE_EVERY,
     RUN_TTL,
@@ -88,6 +87,8 @@ _T = TypeVar("_T")
 BUSY_TIMEOUT_MS = 5000
 """How long a write waits for another process's write lock before failing."""
 
+# Files made before the inbox took over de-duplication (`inbox_seen`) keep an unused
+# `deliveries` table: it is left alone, since an older process on the same file still prunes it.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -189,12 +190,6 @@ CREATE TABLE IF NOT EXISTS run_streams (
 );
 CREATE INDEX IF NOT EXISTS run_streams_keep_until ON run_streams (keep_until);
 
-CREATE TABLE IF NOT EXISTS deliveries (
-    event_id TEXT PRIMARY KEY,
-    keep_until REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS deliveries_keep_until ON deliveries (keep_until);
-
 CREATE TABLE IF NOT EXISTS home_viewers (
     user TEXT PRIMARY KEY,
     keep_until REAL NOT NULL
@@ -217,7 +212,6 @@ _PRUNED = (
     "thread_stops",
     "thread_initiators",
     "run_streams",
-    "deliveries",
     "home_viewers",
     "inbox_seen",
     "grants",
@@ -707,21 +701,6 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             ).fetchone()
         )
         return None if row is None else str(row[0])
-
-    async def first_delivery(self, event_id: str) -> bool:
-        """True the first time within `DELIVERY_TTL` (a row past it counts as unseen)."""
-        now = time.time()
-        changed = await self._call(
-            lambda conn: (
-                conn.execute(
-                    "INSERT INTO deliveries (event_id, keep_until) VALUES (?, ?)"
-                    " ON CONFLICT (event_id) DO UPDATE SET keep_until = excluded.keep_until"
-                    " WHERE deliveries.keep_until <= ?",
-                    (event_id, now + DELIVERY_TTL, now),
-                ).rowcount
-            )
-        )
-        return changed == 1
 
     async def acquire_thread(self, channel: str, thread_ts: str, *, owner: str, ttl: float) -> bool:
         """Expiry is read from this machine's clock, which every process on the file shares."""

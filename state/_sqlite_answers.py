@@ -214,19 +214,6 @@ def _vote(
 class SQLiteAnswers(SQLitePart):
     """The answer half of `SQLiteStore`: every change of an interaction's answer."""
 
-    async def answer_interaction(
-        self, interaction_id: str, *, answer: Any, answered_by: str, now: float
-    ) -> InteractionClaim:
-        """Claim a pending interaction for `answered_by`.
-
-        Lost when missing, not pending, or `expires_at <= now`. A late answer changes nothing:
-        the record comes back still `pending` with `expires_at <= now` (read it as "expired"),
-        and the expiry sweep remains the one place that closes it and cancels its run.
-        """
-        check_now(now)
-        params = (encode_answer(answer).decode(), answered_by, now, interaction_id, now)
-        return await self._claim_interaction(interaction_id, _ANSWER, params)
-
     async def answer_and_claim(
         self,
         interaction_id: str,

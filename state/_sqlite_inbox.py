@@ -77,7 +77,7 @@ _ANY_READY = (
 
 _INSERT = "INSERT INTO inbox (kind, body, enqueued_at, about) VALUES (?, ?, ?, ?)"
 
-# A mark past its `keep_until` counts as unseen (pruning deletes it later), as `first_delivery`.
+# A mark past its `keep_until` counts as unseen (pruning deletes it later).
 _MARK_SEEN = """
 INSERT INTO inbox_seen (dedupe, keep_until) VALUES (?, ?)
 ON CONFLICT (dedupe) DO UPDATE SET keep_until = excluded.keep_until

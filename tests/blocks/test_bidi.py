@@ -13,10 +13,20 @@ from typing import Any
 import pytest
 
 import blocks
-from blocks import render, render_card, render_modal, show_hidden
+from blocks import (
+    render,
+    render_card,
+    render_modal,
+    show_hidden,
+)
 from state import InteractionRecord
 
 from ._factory import adversarial_records, approval, ask, ask_multi, confirm, record
+from ._roundtrip import (
+    all_text,
+    answered_record,
+    section_texts,
+)
 from ._slack import check_message, check_view
 
 HIDDEN = [
@@ -133,3 +143,26 @@ def test_a_code_fence_in_a_value_is_still_broken_by_our_own_zero_width_space() -
     assert "`\u200b`\u200b`" in arguments
     assert "\\u202erm" in arguments
     assert "\u202e" not in arguments
+
+
+INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200b", "\u2060"]
+
+
+@pytest.mark.parametrize("char", INVISIBLE)
+def test_invisible_and_bidi_characters_in_arguments_are_made_visible(char: str) -> None:
+    # A right-to-left override can make `rm -rf /` read like something harmless.
+    arguments = {"command": f"echo safe {char}/ fr- mr", f"key{char}": "v"}
+    rec = approval(arguments, tool=f"run{char}")
+    card = render_card(rec)
+    check_message(card)
+    assert char not in all_text(card)
+    escaped = f"\\u{ord(char):04x}"
+    assert escaped in section_texts(card)[1]
+    answered = render(answered_record(rec, True))
+    assert char not in all_text(answered)
+
+
+def test_zero_width_joiners_in_emoji_survive() -> None:
+    family = "👨\u200d👩\u200d👧"
+    card = render_card(approval({"note": family}))
+    assert family in section_texts(card)[1]

@@ -24,6 +24,8 @@ from blocks import (
 
 # Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
 from blocks._edit import REDACTED, can_edit
+
+# The runtime's mask, to pin that the card shows the very same one.
 from bot._redact import REDACTED as RUNTIME_REDACTED
 from state import Approval, InteractionRecord
 

@@ -10,12 +10,20 @@ from blocks import (
     InvalidAnswer,
     answer_from_submission,
     parse_view_submission,
+    render,
     render_modal,
 )
 from state import InteractionRecord
 
 from ._factory import approval, ask, ask_multi, record
-from ._slack import USER, check_view, submit
+from ._roundtrip import (
+    all_text,
+    answered_record,
+    input_blocks,
+    modal_answer,
+    modal_errors,
+)
+from ._slack import USER, check_message, check_view, submit
 
 OBJECT_SCHEMA = {
     "type": "object",
@@ -389,3 +397,21 @@ def test_a_form_too_big_for_a_modal_is_typed_as_json() -> None:
     assert _errors(rec, {_bid(rec, "v"): '{"f3": "nope"}'}) == {
         _bid(rec, "v"): "Choose one of the options"
     }
+
+
+def test_deny_reason_modal_edges() -> None:
+    rec = approval({"service": "api"}, tool="deploy <!channel>")
+    view = render_modal(rec)
+    check_view(view)
+    [reason] = input_blocks(view)
+    block = reason["block_id"]
+    assert modal_errors(rec, {block: "   \n  "}) == {block: "Enter a reason"}
+    assert block in modal_errors(rec, {block: "x" * 2001})
+    answer = modal_answer(rec, {block: "  <!channel> not now  "})
+    assert answer == {"approved": False, "reason": "<!channel> not now"}
+    done = render(answered_record(rec, answer))
+    check_message(done)
+    assert "<!channel>" not in all_text(done)
+    # A deny form cannot answer a question, and an approval cannot be answered by a form.
+    with pytest.raises(InvalidAnswer):
+        answer_from_submission(ask("Which?"), parse_view_submission(submit(view, {block: "x"})))

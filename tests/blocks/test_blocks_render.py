@@ -8,12 +8,17 @@ from typing import Any
 import pytest
 
 from blocks import (
+    InvalidAnswer,
+    parse_view_submission,
     render,
     render_answered,
     render_card,
     render_closed,
     render_modal,
 )
+
+# The id scheme's bound: the longest id must fit Slack's limits.
+from blocks._ids import MAX_INTERACTION_ID
 from state import InteractionRecord
 
 from ._factory import (
@@ -27,7 +32,11 @@ from ._factory import (
     confirm,
     record,
 )
-from ._slack import check_message, check_view, elements
+from ._roundtrip import (
+    answered_record,
+    section_texts,
+)
+from ._slack import check_message, check_view, elements, submit
 
 CASES = [
     pytest.param(name, text_id, id=f"{name}-{text_id}")
@@ -378,3 +387,53 @@ def test_the_status_line_reads_when_without_on() -> None:
         "✅ *Approved* by <@U0ANSWER1> <!date^1700000500^{date_short_pretty} at {time}|"
     )
     assert " on " not in line
+
+
+def test_many_long_arguments_stay_within_every_limit() -> None:
+    huge = {f"arg{i}": "v" * 3000 + "<!channel>" for i in range(60)}
+    wide = {f"k{i}": i for i in range(500)}
+    for arguments in (huge, wide):
+        rec = approval(arguments)
+        card = render_card(rec)
+        check_message(card)
+        assert len(card["blocks"]) <= 50
+        assert "…" in section_texts(card)[1]
+        check_message(render(answered_record(rec, {"approved": False, "reason": "x" * 5000})))
+        check_view(render_modal(rec))
+
+
+def test_many_long_payload_keys_on_a_generic_card() -> None:
+    payload = {f"key {i} " + "k" * 200: "v" * 3000 for i in range(500)}
+    rec = record("custom_kind", payload)
+    check_message(render_card(rec))
+    check_view(render_modal(rec))
+
+
+def test_the_longest_interaction_id_fits_private_metadata_and_block_ids() -> None:
+    rec = record("ask_user", {"question": "Which?"}, interaction_id="i" * MAX_INTERACTION_ID)
+    check_message(render_card(rec))
+    view = render_modal(rec)
+    check_view(view)
+    assert view["private_metadata"] == rec.interaction_id
+    too_long = record("ask_user", {"question": "Which?"}, interaction_id="i" * 3001)
+    with pytest.raises(ValueError, match="interaction_id"):
+        render_card(too_long)
+
+
+def test_a_forged_private_metadata_over_3000_is_refused() -> None:
+    rec = ask("Which?")
+    payload = submit(render_modal(rec), {})
+    payload["view"]["private_metadata"] = "x" * 3001
+    with pytest.raises(InvalidAnswer):
+        parse_view_submission(payload)
+
+
+@pytest.mark.parametrize("when", [1e20, float("inf"), float("nan"), 253_402_300_800.0])
+def test_a_date_no_calendar_can_show_still_renders(when: float) -> None:
+    rec = ask("Which?", ["a", "b"], expires_at=when)
+    check_message(render_card(rec))
+    answered = answered_record(rec, "a")
+    answered.answered_at = when
+    check_message(render(answered))
+    expired = InteractionRecord(**{**rec.__dict__, "status": "expired"})
+    check_message(render(expired))

@@ -7,6 +7,7 @@ import importlib.metadata
 import subprocess
 import sys
 
+# The argument parser, to check every command's help without a process each.
 from bot._cli import _parser
 
 

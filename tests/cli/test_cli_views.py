@@ -35,26 +35,6 @@ def handback(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 async def _fill(url: str) -> None:
     now = time.time()
     async with open_store(url) as store:
-        await store.audit(
-            AuditEntry(
-                at=now - 10,
-                action="answered",
-                user="U0BOB",
-                run_id="run_1",
-                interaction_id="int_1",
-                detail="approved",
-            )
-        )
-        await store.audit(
-            AuditEntry(
-                at=now,
-                action="refused",
-                user="U0DAVE",
-                run_id="run_1",
-                interaction_id="int_1",
-                detail="not an approver\nof deploy",
-            )
-        )
         await store.add_interactions(
             [
                 InteractionRecord(
@@ -71,7 +51,32 @@ async def _fill(url: str) -> None:
                 for n, kind in [(3, "confirm"), (2, "approval")]
             ]
         )
-        await store.answer_interaction("int_3", answer=True, answered_by="U0BOB", now=now)
+        # Answered as a click answers: the audit entry is written with the answer.
+        claim = await store.answer_and_claim(
+            "int_3",
+            answer=True,
+            answered_by="U0BOB",
+            now=now,
+            audit=AuditEntry(
+                at=now - 10,
+                action="answered",
+                user="U0BOB",
+                run_id="run_2",
+                interaction_id="int_3",
+                detail="approved",
+            ),
+        )
+        assert claim.won
+        await store.audit(
+            AuditEntry(
+                at=now,
+                action="refused",
+                user="U0DAVE",
+                run_id="run_2",
+                interaction_id="int_2",
+                detail="not an approver\nof deploy",
+            )
+        )
 
 
 async def test_audit_and_pending_read_the_store(store_url: str) -> None:

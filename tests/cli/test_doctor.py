@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.playground._slack import LocalSlack
+from bot.playground import LocalSlack
 from bot.testing import OpenAICompatServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.playground._slack import LocalSlack
+from bot.playground import LocalSlack
 from bot.testing import OpenAICompatServer
 from tests.cli.test_doctor import doctor, line
 

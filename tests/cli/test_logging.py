@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+# The log formatters and the redacting filter, tested as units.
 from bot._logging import JsonFormatter, Redactor, TextFormatter, bind
 
 SIGNING_SECRET = "8f14e45fceea167a5a36dedd4bea2543"

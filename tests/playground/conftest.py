@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.async_api import expect
 
 from bot import chatops
 from bot.playground import Playground
@@ -185,3 +186,25 @@ def element(message: dict[str, Any], action_id: str) -> dict[str, Any] | None:
             if item.get("action_id") == action_id:
                 return dict(item)
     return None
+
+
+def card_with(state: dict[str, Any], action_id: str, text: str = "") -> dict[str, Any] | None:
+    """The bot's message mentioning `text` that carries the control `action_id`."""
+    for message in bot_replies(state, text):
+        if element(message, action_id) is not None:
+            return message
+    return None
+
+
+async def open_page(page: Any, url: str) -> None:
+    """Open the page at `url` and wait until its live feed is connected."""
+    expect.set_options(timeout=WAIT_SECONDS * 1000)
+    await page.goto(url)
+    await expect(page.locator("#conn.live")).to_be_visible()
+
+
+async def say(page: Any, text: str) -> None:
+    """Send `text` from the composer and wait until it starts a thread."""
+    await page.fill("#composer-input", text)
+    await page.press("#composer-input", "Enter")
+    await expect(page.locator("#thread .thread-parent")).to_contain_text(text)

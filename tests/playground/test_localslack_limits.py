@@ -10,11 +10,15 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
+from bot.playground import Playground
+
+# The limits table and the stored message model: each row is checked against the wire.
 from bot.playground._limits import LIMITS
 from bot.playground._slack import LocalSlack
 from bot.playground._workspace_model import Message
@@ -255,3 +259,26 @@ async def test_stream_errors_are_slacks_own(slack: LocalSlack) -> None:
     assert nobody["error"] == "user_not_in_channel"
     unknown = await _refused(client.chat_postMessage(channel=CHANNEL, text="x", thread_ts="1.999"))
     assert unknown["error"] == "invalid_thread_ts"
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000], ids=range(3)
+)
+async def test_the_web_api_answers_a_broken_body_as_slack_does(
+    playground: Playground, body: bytes
+) -> None:
+    slack = playground.slack
+    assert slack is not None
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{slack.api_url}chat.postMessage",
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {slack.bot_token}",
+            },
+        ) as response,
+    ):
+        assert response.status == 200
+        assert await response.json() == {"ok": False, "error": "invalid_json"}

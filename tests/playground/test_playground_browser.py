@@ -13,6 +13,8 @@ from bot import Agent, Tool, chatops
 from bot.playground import Playground
 from bot.testing import FunctionModel
 
+from . import form_agent
+
 pytestmark = pytest.mark.browser
 
 TIMEOUT = 15_000
@@ -119,10 +121,7 @@ async def test_select_then_modal_in_the_browser(
 
 
 async def test_a_users_agent_asks_for_a_form_in_a_modal(browser_page: Any, tmp_path: Path) -> None:
-    from bot._cli import load_agent
-
-    agent = load_agent("tests.playground.form_agent:agent")
-    async with Playground(agent, environ={}) as playground:
+    async with Playground(form_agent.agent, environ={}) as playground:
         page = browser_page
         await open_page(page, playground)
         await expect(page.locator("#model")).to_have_text("model: scripted form")

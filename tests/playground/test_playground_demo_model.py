@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from bot import Agent, Cancel, chatops
-from bot._model import OpenAIModel
+from bot import Agent, Cancel, OpenAIModel, chatops
 from bot.events import InteractionEvent, OutputEvent
-from bot.playground._demo_model import EXAMPLES, RECENT_VERSIONS, demo_reply
+from bot.playground import EXAMPLES, demo_reply
+
+# The demo's version list is its own detail, not the playground's API: the card must offer it.
+from bot.playground._demo_model import RECENT_VERSIONS
 from bot.testing import OpenAICompatServer
 from state import open_store
 
@@ -208,3 +210,50 @@ def test_only_messages_since_the_last_user_turn_count() -> None:
     assert isinstance(reply, list)
     assert reply[0]["name"] == "ask_user"
     assert reply[0]["arguments"]["question"] == "Which service should I restart?"
+
+
+ODD_TEXTS = {
+    "empty": "",
+    "whitespace": " \n\t ",
+    "emoji": "🚀🔥🙂",
+    "emoji-deploy": "🚀 deploy 🚀",
+    "10k": "x" * 10_000,
+    "10k-deploy": "please deploy " + "and " * 2_500 + "api",
+    "many-dots": "deploy v" + "1." * 20_000,
+    "angles": "<" * 40_000,
+    "nul": "\x00deploy\x00",
+    "rtl": "\u202edeploy api to prod",
+}
+
+
+@pytest.mark.parametrize("name", ODD_TEXTS)
+def test_the_demo_model_answers_any_text(name: str) -> None:
+    reply = demo_reply([{"role": "user", "content": ODD_TEXTS[name]}])
+    assert reply
+    if isinstance(reply, str):
+        assert "offline demo model" in reply
+    else:
+        assert reply[0]["name"] in ("ask_user", "deploy")
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        [{"role": "assistant", "tool_calls": [{"id": "1", "function": None}]}],
+        [{"role": "assistant", "tool_calls": [{"id": "1", "function": {"arguments": "[1, 2]"}}]}],
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "1", "function": {"name": "ask_user", "arguments": '"question"'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "1", "content": "api"},
+        ],
+        [{"role": "assistant", "tool_calls": ["not a call", None]}],
+        [{"role": "tool", "tool_call_id": None, "content": None}],
+    ],
+)
+def test_the_demo_model_survives_an_odd_history(history: list[dict[str, Any]]) -> None:
+    reply = demo_reply([{"role": "user", "content": "deploy"}, *history])
+    assert reply

@@ -32,6 +32,7 @@ def test_every_emoji_the_bot_sends_is_rendered_by_the_playground() -> None:
 
 
 def test_the_working_reaction_is_rendered_too() -> None:
+    # The reaction the bot adds while it works, which the page must render too.
     from bot.slack._drive import WORKING_REACTION
 
     assert WORKING_REACTION in playground_emoji()

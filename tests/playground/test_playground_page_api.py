@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +15,13 @@ import bot.playground
 from bot import chatops
 from bot.playground import APPROVERS, EXAMPLES, Playground
 
-from .conftest import PageClient, bot_replies, element
+from .conftest import (
+    WAIT_SECONDS,
+    PageClient,
+    bot_replies,
+    card_with,
+    element,
+)
 
 
 @pytest.fixture
@@ -424,3 +431,186 @@ async def test_app_home_opens_and_answers_without_a_channel(page: PageClient) ->
         {"user": "U0DAVE", "action": {"action_id": "hb:approve", "type": "button"}},
     )
     assert status == 400 and "no Home view" in missing["error"]
+
+
+CHANNEL = "C0DEPLOYS"
+
+
+async def raw_post(page: PageClient, path: str, data: bytes | str) -> tuple[int, str, str]:
+    headers = {"Content-Type": "application/json"}
+    async with page.session.post(f"{page.base}{path}", data=data, headers=headers) as response:
+        return response.status, response.headers.get("Content-Type", ""), await response.text()
+
+
+ENDPOINTS = ["/api/messages", "/api/actions", "/api/views/submit", "/api/views/close"]
+
+
+MALFORMED: list[bytes] = [
+    b"",
+    b"not json",
+    b"\xff\xfe\x00",
+    b"null",
+    b"[]",
+    b"42",
+    b'"text"',
+    b'{"user": ["U0ALICE"], "channel": {}, "text": 5}',
+    b'{"user": "U0ALICE"}',
+    b"{" * 10_000,
+    b"[" * 100_000 + b"]" * 100_000,
+]
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize("body", MALFORMED, ids=range(len(MALFORMED)))
+async def test_malformed_bodies_are_400_json(page: PageClient, path: str, body: bytes) -> None:
+    status, content_type, text = await raw_post(page, path, body)
+    assert status == 400, text
+    assert content_type.startswith("application/json")
+    assert json.loads(text)["ok"] is False
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"b": {"a": {"selected_options": [1, None, "x"]}}},
+        {"b": {"a": {"selected_option": "not an option"}}},
+        {"b": {"a": {"selected_option": {"value": 5}}}},
+        {"b": {"a": {"selected_options": {"value": "0"}}}},
+        {"b": {"a": {"selected_options": [{"value": ["0"]}]}}},
+        {"b": {"a": {"value": {"nested": True}}}},
+    ],
+)
+async def test_malformed_modal_values_are_400_not_500(
+    page: PageClient, values: dict[str, Any]
+) -> None:
+    # A real open view, so the request gets as far as reading the values.
+    await start(page, "write a release note")
+    card = await page.wait_for("U0ALICE", lambda s: card_with(s, "hb:answer", "What changed"))
+    status, _ = await page.post(
+        "/api/actions",
+        {
+            "user": "U0ALICE",
+            "channel": CHANNEL,
+            "message_ts": card["ts"],
+            "action": {"action_id": "hb:answer", "type": "button", "value": "form"},
+        },
+    )
+    assert status == 200
+    views = await page.wait_for("U0ALICE", lambda s: s["views"])
+    view_id = views[0]["id"]
+    status, body = await page.post(
+        "/api/views/submit", {"user": "U0ALICE", "view_id": view_id, "values": values}
+    )
+    assert status == 400, body
+    assert body["ok"] is False
+    # The view is still open: nothing was submitted.
+    assert (await page.state("U0ALICE"))["views"][0]["id"] == view_id
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "error"),
+    [
+        ("/api/messages", {"user": "U0NOBODY", "channel": CHANNEL, "text": "hi"}, "no person"),
+        ("/api/messages", {"user": "U0HANDBACK", "channel": CHANNEL, "text": "hi"}, "no person"),
+        ("/api/messages", {"user": "U0ALICE", "channel": "C0NOPE", "text": "hi"}, "no channel"),
+        ("/api/messages", {"user": "U0ALICE", "channel": CHANNEL, "text": ""}, "bad request"),
+        (
+            "/api/actions",
+            {
+                "user": "U0ALICE",
+                "channel": CHANNEL,
+                "message_ts": "1.000001",
+                "action": {"action_id": "hb:approve", "type": "button"},
+            },
+            "no message",
+        ),
+        (
+            "/api/actions",
+            {
+                "user": "U0NOBODY",
+                "channel": CHANNEL,
+                "message_ts": "1.000001",
+                "action": {"action_id": "hb:approve", "type": "button"},
+            },
+            "no person",
+        ),
+        ("/api/views/submit", {"user": "U0ALICE", "view_id": "VNOPE"}, "no open view"),
+        ("/api/views/close", {"user": "U0ALICE", "view_id": "VNOPE"}, "no open view"),
+    ],
+)
+async def test_unknown_people_messages_and_views_are_400(
+    page: PageClient, path: str, body: dict[str, Any], error: str
+) -> None:
+    status, answer = await page.post(path, body)
+    assert status == 400
+    assert answer["ok"] is False and error in answer["error"]
+
+
+async def test_wrong_methods_and_paths_are_not_server_errors(page: PageClient) -> None:
+    for method, path in [
+        ("GET", "/api/messages"),
+        ("PUT", "/api/actions"),
+        ("POST", "/api/state"),
+        ("GET", "/static/..%2f_page.py"),
+        ("GET", "/static/_page.py"),
+        ("GET", "/api/nothing"),
+    ]:
+        async with page.session.request(method, f"{page.base}{path}") as response:
+            assert response.status in (404, 405), (method, path, response.status)
+            assert "Traceback" not in await response.text()
+
+
+async def test_state_for_an_unknown_viewer_falls_back_to_a_person(page: PageClient) -> None:
+    for viewer in ("U0NOBODY", "", "U0HANDBACK", "<script>"):
+        state = await page.state(viewer)
+        assert state["default_user"] == "U0ALICE"
+
+
+async def test_a_very_long_message_reaches_the_bot(page: PageClient) -> None:
+    text = "deploy " + "🚀 long " * 4_900
+    assert len(text) <= 40_000
+    ts = await start(page, text)
+    state = await page.wait_for(
+        "U0ALICE",
+        lambda s: [m for m in s["messages"] if m.get("thread_ts") == ts and m["user"] != "U0ALICE"],
+    )
+    assert state
+    status, body = await page.post(
+        "/api/messages", {"user": "U0ALICE", "channel": CHANNEL, "text": "x" * 40_001}
+    )
+    assert status == 400 and body["ok"] is False
+
+
+async def test_a_dropped_live_feed_is_released_and_a_new_one_sees_later_changes(
+    playground: Playground, page: PageClient
+) -> None:
+    slack = playground.slack
+    assert slack is not None
+    before = len(slack._subscribers)
+    async with page.session.get(f"{page.base}/api/events") as events:
+        await events.content.readline()
+        assert len(slack._subscribers) == before + 1
+    # The server notices the drop at its next write, the next change, and lets the queue go.
+    await start(page, "status")
+    async with asyncio.timeout(WAIT_SECONDS):
+        while len(slack._subscribers) > before:
+            await slack.wait_for(lambda: True)
+            await asyncio.sleep(0.05)
+    # A reconnecting page re-reads the whole state, so what it missed is there.
+    state = await page.wait_for("U0ALICE", lambda s: bot_replies(s, "Here is what runs where"))
+    assert state
+
+
+async def test_blank_and_emoji_messages_get_the_help_in_the_playground(page: PageClient) -> None:
+    for text in (" ", "🙂"):
+        status, body = await page.post(
+            "/api/messages", {"user": "U0ALICE", "channel": CHANNEL, "text": text}
+        )
+        assert status == 200, body
+        await page.wait_for(
+            "U0ALICE",
+            lambda s, ts=body["ts"]: [
+                m for m in bot_replies(s, "offline demo model") if m.get("thread_ts") == ts
+            ],
+        )

@@ -18,6 +18,8 @@ from slack_bolt.request.internals import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
+
+# The payload builders and Slack's recorded payloads they are compared with.
 from bot.playground._payloads import (
     RECORDED,
     Recorded,

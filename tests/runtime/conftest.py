@@ -22,6 +22,14 @@ def last_tool_results(messages: list[dict[str, Any]]) -> list[str]:
     return results
 
 
+def assert_every_call_answered(messages: list[dict[str, Any]]) -> None:
+    """What a hosted model insists on: every tool call has exactly one result, ids unique."""
+    call_ids = [c["id"] for m in messages if m.get("tool_calls") for c in m["tool_calls"]]
+    result_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert len(call_ids) == len(set(call_ids)), call_ids
+    assert sorted(call_ids) == sorted(result_ids)
+
+
 def script(
     *calls: dict[str, Any], answer: Callable[[list[str]], str] | None = None
 ) -> Callable[..., Any]:

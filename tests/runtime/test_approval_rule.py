@@ -9,6 +9,8 @@ import pytest
 
 from blocks import ANYONE
 from bot import Approval, ApprovalPolicyError, ApprovalRuleError, Tool
+
+# The id scheme, to show the rule stays out of the interaction id.
 from bot._suspend import interaction_id
 from bot.slack import AnswerPolicy
 from state import RULE_KEY, CorruptRecordError, InteractionRecord, Store, approval_of

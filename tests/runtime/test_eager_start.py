@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from bot import Tool, current_call, suspend
+
+# The eager start and the handler's scope are the runtime's machinery, tested as a unit.
 from bot._eager import eager_task
 from bot._suspend import HandlerScope, Suspended, current_scope
 

@@ -1,4 +1,5 @@
-"""What a handler sees of its run: `current_call()`, and a worker thread for sync handlers."""
+"""What a handler sees of its run: `current_call()`, a worker thread for sync handlers, an
+async handler with an async model, and a handler that raises or suspends again after an answer."""
 
 from __future__ import annotations
 
@@ -9,11 +10,25 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field
 
-from bot import CallContext, Tool, UsageError, current_call, suspend
+from bot import (
+    CallContext,
+    Tool,
+    UnknownInteraction,
+    UsageError,
+    current_call,
+    suspend,
+)
+
+# The error a tool raises on arguments it cannot read (no public name of its own).
 from bot._tool import ArgumentsError
 from state import Store
 
-from .conftest import events_of, make_agent, script
+from .conftest import (
+    events_of,
+    last_tool_results,
+    make_agent,
+    script,
+)
 
 
 def test_current_call_outside_a_handler() -> None:
@@ -131,3 +146,100 @@ def test_annotated_constraints_reach_the_schema_and_the_check() -> None:
     for bad in ('{"service": "API; rm -rf /"}', '{"service": "api", "replicas": 99}'):
         with pytest.raises(ArgumentsError):
             tool.parse_arguments(bad)
+
+
+async def test_async_handler_and_async_model(store: Store) -> None:
+    async def lookup(host: str) -> str:
+        await asyncio.sleep(0)  # the scope must survive an await
+        answer = suspend({"host": host}, kind="ask_user")
+        await asyncio.sleep(0)
+        return f"{host}={answer}"
+
+    async def fn(messages: list[dict[str, Any]]) -> Any:
+        await asyncio.sleep(0)
+        if messages[-1]["role"] == "user":
+            return [{"name": "lookup", "arguments": {"host": "db1"}}]
+        return "got " + last_tool_results(messages)[0]
+
+    agent = make_agent(store, fn, [lookup])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    assert p.payload == {"host": "db1"} and out.status.reason == "input_required"
+    result = await agent(parent_id=out.run_id, resume={p.interaction_id: "up"}).collect()
+    assert result.output == "got db1=up"
+
+
+async def test_sync_suspend_from_a_worker_thread(store: Store) -> None:
+    def blocking_part() -> str:
+        return str(suspend({"q": "from a thread"}))
+
+    async def threaded() -> str:
+        # to_thread copies the context, so a blocking helper may suspend too.
+        return await asyncio.to_thread(blocking_part)
+
+    agent = make_agent(store, script({"name": "threaded", "arguments": {}}), [threaded])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    result = await agent(parent_id=out.run_id, resume={p.interaction_id: "ok"}).collect()
+    assert result.output == "done: ok"
+
+
+async def test_handler_raises_after_its_answer(store: Store) -> None:
+    def picky() -> str:
+        answer = suspend({"q": "size?"})
+        raise ValueError(f"cannot use {answer!r}")
+
+    agent = make_agent(store, script({"name": "picky", "arguments": {}}), [picky])
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    result = await agent(parent_id=out.run_id, resume={p.interaction_id: "huge"}).collect()
+    assert result.status.code == "success"
+    assert result.output == "done: Error: tool `picky` failed: ValueError: cannot use 'huge'"
+
+
+async def test_suspend_again_with_a_payload_built_from_the_first_answer(store: Store) -> None:
+    seen: list[Any] = []
+
+    def wizard() -> str:
+        env = suspend({"q": "env?"}, kind="ask_user")
+        seen.append(env)
+        region = suspend({"q": f"region for {env}?"}, kind="ask_user")
+        return f"{env}/{region}"
+
+    agent = make_agent(store, script({"name": "wizard", "arguments": {}}), [wizard])
+    (p1,), out1, _ = await events_of(agent(prompt="x"))
+    (p2,), out2, _ = await events_of(
+        agent(parent_id=out1.run_id, resume={p1.interaction_id: "prod"})
+    )
+    assert p2.payload == {"q": "region for prod?"} and p2.interaction_id != p1.interaction_id
+    assert p2.tool_call_id == p1.tool_call_id
+    saved = await store.load_run(out2.run_id)
+    assert saved is not None and saved.answers == {p1.interaction_id: "prod"}
+    # The first answer is not asked for again and not accepted again.
+    with pytest.raises(UnknownInteraction):
+        await agent(parent_id=out2.run_id, resume={p1.interaction_id: "dev"}).collect()
+    result = await agent(parent_id=out2.run_id, resume={p2.interaction_id: "eu"}).collect()
+    assert result.output == "done: prod/eu"
+    assert seen == ["prod", "prod"]
+
+
+async def test_approved_handler_that_then_suspends(store: Store) -> None:
+    ran: list[str] = []
+
+    def migrate(table: str) -> str:
+        ran.append("start")
+        mode = suspend({"q": f"how to migrate {table}?"}, kind="ask_user")
+        return f"migrated {table} {mode}"
+
+    agent = make_agent(
+        store,
+        script({"name": "migrate", "arguments": {"table": "users"}}),
+        [Tool(migrate, requires_approval=True)],
+    )
+    (approval,), out1, _ = await events_of(agent(prompt="x"))
+    (question,), out2, _ = await events_of(
+        agent(parent_id=out1.run_id, resume={approval.interaction_id: True})
+    )
+    assert question.kind == "ask_user" and ran == ["start"]
+    # The approval is kept along the chain: the second resume needs only the new answer.
+    result = await agent(
+        parent_id=out2.run_id, resume={question.interaction_id: "online"}
+    ).collect()
+    assert result.output == "done: migrated users online" and ran == ["start", "start"]

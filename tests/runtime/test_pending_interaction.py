@@ -8,12 +8,17 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from typing import Any
 
-from bot.events import BaseEvent, InteractionEvent, event_adapter
+from bot import Tool
+from bot.events import BaseEvent, InteractionEvent, StartEvent, event_adapter
 from bot.tools import ask_user
 from state import InteractionRecord, PendingInteraction, Store
 
 from ..conftest import interaction_of
-from .conftest import events_of, make_agent, script
+from .conftest import (
+    events_of,
+    make_agent,
+    script,
+)
 
 SEED_FIELDS = {
     "type",
@@ -99,3 +104,36 @@ async def test_the_event_a_run_emits_is_the_interaction_it_saved(store: Store) -
     # A retry replays the paused run's events from the record: the same event.
     replayed, _, _ = await events_of(agent(prompt="go", run_id=output.run_id))
     assert replayed == [event]
+
+
+async def test_interaction_event_fields(store: Store) -> None:
+    def deploy(service: str) -> str:
+        return "deployed"
+
+    agent = make_agent(
+        store,
+        script(
+            {"name": "ask_user", "arguments": {"question": "when?"}},
+            {"name": "deploy", "arguments": {"service": "api"}},
+        ),
+        [ask_user, Tool(deploy, requires_approval=True)],
+    )
+    _, out, events = await events_of(agent(prompt="x"))
+    start = events[0]
+    assert isinstance(start, StartEvent) and start.run_id == out.run_id
+    saved = await store.load_run(out.run_id)
+    assert saved is not None
+    (assistant,) = [m for m in saved.transcript if m["role"] == "assistant"]
+    call_ids = [c["id"] for c in assistant["tool_calls"]]
+    question, approval = (e for e in events if isinstance(e, InteractionEvent))
+    for event, name in [(question, "ask_user"), (approval, "deploy")]:
+        assert event.type == "INTERACTION" and event.run_id == out.run_id
+        assert event.path == "assistant"
+        assert event.runnable_name == name
+        assert event.runnable_path == f"assistant.{name}"
+        assert event.runnable_type == "Tool"
+        assert out.t0 <= event.t0 <= out.t1
+        assert event.interaction_id.startswith("int_")
+    assert [question.tool_call_id, approval.tool_call_id] == call_ids
+    assert approval.payload["tool_call_id"] == approval.tool_call_id
+    assert question.response_schema == {"type": "string", "minLength": 1}

@@ -3,9 +3,22 @@ and secret-looking parts of any text (`mask_text`)."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from pydantic import BaseModel
+
+from bot import Tool
+
+# The redactor itself, tested as a unit (cards and logs use it through the runtime).
 from bot._redact import REDACTED, mask_text, redact
+from state import Store
+
+from .conftest import (
+    events_of,
+    make_agent,
+    script,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,3 +50,37 @@ def test_redact_hides_secret_names_and_masks_other_text_deep_inside() -> None:
         "token": REDACTED,
         "notes": [f"token={REDACTED}", {"api_key": REDACTED}],
     }
+
+
+class Credentials(BaseModel):
+    user: str
+    token: str
+
+
+async def test_approval_redacts_inside_model_typed_arguments(store: Store) -> None:
+    def login(host: str, creds: Credentials, db_pwd: str, aws_access_key: str) -> str:
+        return f"logged in as {creds.user}"
+
+    arguments = {
+        "host": "db1",
+        "creds": {"user": "ann", "token": "tok-s3cr3t"},
+        "db_pwd": "pwd-s3cr3t",
+        "aws_access_key": "AKIA-s3cr3t",
+    }
+    agent = make_agent(
+        store,
+        script({"name": "login", "arguments": arguments}),
+        [Tool(login, requires_approval=True)],
+    )
+    (p,), out, _ = await events_of(agent(prompt="x"))
+    assert p.payload["arguments"] == {
+        "host": "db1",
+        "creds": {"user": "ann", "token": "[redacted]"},
+        "db_pwd": "[redacted]",
+        "aws_access_key": "[redacted]",
+    }
+    assert "s3cr3t" not in p.model_dump_json()
+    saved = await store.load_run(out.run_id)
+    assert saved is not None and "s3cr3t" not in json.dumps(saved.interactions[0].payload)
+    result = await agent(parent_id=out.run_id, resume={p.interaction_id: True}).collect()
+    assert result.output == "done: logged in as ann"

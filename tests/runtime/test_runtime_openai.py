@@ -190,7 +190,7 @@ async def test_model_server_error_ends_run_as_error(
     monkeypatch.setenv("OPENAI_MAX_RETRIES", "0")
     from openai import AsyncOpenAI
 
-    from bot._model import OpenAIModel
+    from bot import OpenAIModel
 
     async with (
         AsyncOpenAI(max_retries=0, timeout=5) as client,  # given, so ours to close

@@ -25,7 +25,11 @@ from bot.testing import FunctionModel
 from bot.tools import ask_user, ask_user_multi, confirm
 from state import Store
 
-from .conftest import events_of, make_agent, script
+from .conftest import (
+    events_of,
+    make_agent,
+    script,
+)
 
 
 async def test_ask_pause_resume_cycle(store: Store) -> None:
@@ -471,3 +475,18 @@ async def test_conversation_continues_after_cancel(store: Store) -> None:
     ).collect()
     follow = await agent(prompt="what happened?", parent_id=cancelled.run_id).collect()
     assert follow.output == "tools: Cancelled: expired"
+
+
+async def test_another_agent_cannot_resume_a_run(store: Store) -> None:
+    call = {"name": "ask_user", "arguments": {"question": "?"}}
+    first = make_agent(store, script(call), [ask_user])
+    (p,), out, _ = await events_of(first(prompt="x"))
+    other = Agent(name="other", model=FunctionModel(lambda m: "hello"), tools=[], store=store)
+    with pytest.raises(UsageError, match="belongs to agent `assistant`"):
+        await other(parent_id=out.run_id, resume={p.interaction_id: "y"}).collect()
+    # Refused before the claim: the right agent still resumes it.
+    done = await first(parent_id=out.run_id, resume={p.interaction_id: "y"}).collect()
+    assert done.output == "done: y"
+    # Continuing a conversation with another agent is a hand-over, and allowed.
+    handed = await other(prompt="hi", parent_id=done.run_id).collect()
+    assert handed.output == "hello" and handed.parent_id == done.run_id

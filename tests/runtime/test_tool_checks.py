@@ -9,7 +9,12 @@ from typing import Literal
 
 import pytest
 
-from bot import Tool, UsageError
+from bot import (
+    Agent,
+    Tool,
+    UsageError,
+)
+from bot.testing import FunctionModel
 
 
 async def stream_logs(service: str) -> AsyncIterator[str]:
@@ -65,3 +70,51 @@ def test_a_missing_docstring_is_a_warning(caplog: pytest.LogCaptureFixture) -> N
     with caplog.at_level(logging.WARNING, logger="handback"):
         Tool(undocumented, description="Deploy a service.")
     assert caplog.text == ""
+
+
+def test_tool_definitions_that_cannot_work_are_refused() -> None:
+    def ok() -> str:
+        return "ok"
+
+    for bad_name in ["名前", "café", "has space", "dot.ted", "x" * 65]:
+        with pytest.raises(UsageError, match="Tool name"):
+            Tool(ok, name=bad_name)
+    assert Tool(ok, name="x" * 64).name == "x" * 64
+    with pytest.raises(UsageError, match="Tool name"):
+        Tool(lambda: 1)  # `<lambda>`
+
+    def star(*hosts: str) -> str:
+        return ""
+
+    def kwargs(**options: str) -> str:
+        return ""
+
+    def positional(host: str, /) -> str:
+        return host
+
+    def private(_host: str) -> str:
+        return _host
+
+    for handler, word in [
+        (star, "args"),
+        (kwargs, "kwargs"),
+        (positional, "positional"),
+        (private, "_host"),
+    ]:
+        with pytest.raises(UsageError, match=word):
+            Tool(handler)
+
+    def other() -> str:
+        return "other"
+
+    with pytest.raises(UsageError, match="two tools named `ok`"):
+        Agent(name="a", model=FunctionModel(lambda m: ""), tools=[ok, Tool(other, name="ok")])
+
+
+def test_parameter_names_that_shadow_basemodel_attributes(recwarn: pytest.WarningsRecorder) -> None:
+    def tool(json: str, copy: bool = False) -> str:
+        return json
+
+    made = Tool(tool)
+    assert made.parse_arguments('{"json": "x"}') == {"json": "x", "copy": False}
+    assert not [w for w in recwarn if "shadows" in str(w.message)]

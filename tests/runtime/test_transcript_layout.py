@@ -17,6 +17,8 @@ import redis.asyncio as aioredis
 from bot import RunAlreadyResumed, Tool
 from bot.tools import ask_user
 from state import RedisStore, SQLiteStore, Store
+
+# Raw keys and the database file: the test writes records as the previous layout did.
 from state._keys import RedisKeys
 from state._url import sqlite_path
 

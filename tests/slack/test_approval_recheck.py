@@ -9,6 +9,7 @@ from blocks import ACTION_APPROVE
 from bot.slack._policy import FRESH_WITHIN
 from state import AuditEntry
 
+from ..conftest import answer_only
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
 
@@ -101,8 +102,8 @@ async def test_recovery_checks_the_approvals_again_too(make_bot: BotFactory) -> 
         api, web = h.cards(asked.ts)
         # Both answers taken, then the process died before the resume (straight in the store).
         for card, user in ((api, BOB), (web, CAROL)):
-            claim = await h.store.answer_interaction(
-                h.interaction_id(card), answer=True, answered_by=user, now=h.clock()
+            claim = await answer_only(
+                h.store, h.interaction_id(card), answer=True, answered_by=user, now=h.clock()
             )
             assert claim.won
         regroup(h, [CAROL])

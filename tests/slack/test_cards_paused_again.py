@@ -8,6 +8,7 @@ import time
 from bot.events import InteractionEvent
 from bot.slack._turns import Thread
 
+from ..conftest import answer_only
 from . import agents
 from .conftest import ALICE, BOB, BotFactory
 
@@ -37,8 +38,8 @@ async def test_a_turn_paused_again_keeps_its_card_and_posts_none_once_answered(
         )
 
         # Answered meanwhile: the add keeps the answer, and no card asks again.
-        claim = await h.store.answer_interaction(
-            record.interaction_id, answer=True, answered_by=BOB, now=time.time()
+        claim = await answer_only(
+            h.store, record.interaction_id, answer=True, answered_by=BOB, now=time.time()
         )
         assert claim.won
         await cards.post(record.run_id, [event], thread, [ALICE])

@@ -27,6 +27,7 @@ from bot.testing import FunctionModel
 from bot.tools import confirm
 from state import open_store
 
+from ..conftest import answer_only
 from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness, calls_to
 from .processes import HANDBACK, ROOT, bot_processes, free_port
@@ -510,8 +511,8 @@ async def test_an_answer_the_run_refuses_ends_the_run_once(make_bot: BotFactory)
     async with make_bot(agents.confirm_agent) as h:
         asked = await h.mention(ALICE, "restart")
         card = h.card(asked.ts)
-        claim = await h.store.answer_interaction(
-            h.interaction_id(card), answer="perhaps", answered_by=BOB, now=h.clock()
+        claim = await answer_only(
+            h.store, h.interaction_id(card), answer="perhaps", answered_by=BOB, now=h.clock()
         )
         assert claim.won and claim.record is not None
         run_id = claim.record.run_id

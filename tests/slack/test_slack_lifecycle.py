@@ -8,6 +8,7 @@ from blocks import ACTION_APPROVE
 from bot.playground._slack import Message
 from state import AuditEntry
 
+from ..conftest import answer_only
 from . import agents
 from .conftest import ALICE, BOB, DAVE, BotFactory, Harness
 
@@ -61,8 +62,8 @@ async def test_restart_recovers_a_run_answered_but_never_resumed(make_bot: BotFa
         card = h.card(asked.ts)
         interaction_id = h.interaction_id(card)
         # What a crash right after the claim leaves behind: answered, audited, never resumed.
-        claim = await h.store.answer_interaction(
-            interaction_id, answer=True, answered_by=BOB, now=time.time()
+        claim = await answer_only(
+            h.store, interaction_id, answer=True, answered_by=BOB, now=time.time()
         )
         assert claim.won and claim.record is not None
         await h.store.audit(
@@ -110,8 +111,8 @@ async def test_expiry_closes_the_runs_other_cards_too(make_bot: BotFactory) -> N
 
 async def _answer_behind_the_bots_back(h: Harness, card: Message) -> str:
     """What a crash right after the claim leaves behind: answered, never resumed."""
-    claim = await h.store.answer_interaction(
-        h.interaction_id(card), answer=True, answered_by=BOB, now=time.time()
+    claim = await answer_only(
+        h.store, h.interaction_id(card), answer=True, answered_by=BOB, now=time.time()
     )
     assert claim.won and claim.record is not None
     return claim.record.run_id

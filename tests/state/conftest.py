@@ -95,6 +95,11 @@ def redis_keys(store: RedisStore) -> RedisKeys:
     return RedisKeys(store.prefix, cluster=store.cluster)
 
 
+def raw_sqlite(url: str) -> sqlite3.Connection:
+    """A plain connection to the database file behind an sqlite:// store URL."""
+    return sqlite3.connect(sqlite_path(url))
+
+
 def raw_client(url: str) -> aioredis.Redis | aioredis.RedisCluster:
     """A client of the server or cluster behind a store URL, without the store's parameters."""
     options = redis_options(url)

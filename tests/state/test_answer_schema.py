@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocks import InvalidAnswer
+
+# The one validator behind both ends (the card's and the runtime's), compared directly.
 from blocks._validate import validate
 from bot import InvalidResumeValue, UsageError
 from bot._schema import check_answer, check_schema

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+# The mechanism under both stores' enqueue, tested as a unit.
 from state._group_commit import GroupCommit
 
 

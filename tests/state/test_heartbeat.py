@@ -9,8 +9,10 @@ import time
 
 from state import Store
 
-# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+# The heartbeat's outcomes are the lease keeper's own, tested here as a unit.
 from state._beat import Held, Lost
+
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state._records import ThreadLease
 
 TTL = 0.6

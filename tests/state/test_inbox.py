@@ -16,6 +16,7 @@ from state import CorruptRecordError, Inbox, SQLiteStore, Store, UsageError, Wor
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state._records import Vote
 
+from ..conftest import answer_only
 from .conftest import make_interaction, overwrite_raw
 
 LEASE = 0.2
@@ -325,9 +326,7 @@ async def test_an_interaction_changed_after_the_enqueue_is_read_as_one_of_its_ve
 ) -> None:
     await store.add_interactions([make_interaction("ix-later")])
     await store.enqueue("action", {"n": 1}, about="ix-later")
-    await store.answer_interaction(
-        "ix-later", answer="postgres", answered_by="U0BOB", now=time.time()
-    )
+    await answer_only(store, "ix-later", answer="postgres", answered_by="U0BOB", now=time.time())
     [item] = await store.take("worker-a")
     assert item.interaction is not None
     # Redis read it with the enqueue, SQLite with the take: either version, never a mix.

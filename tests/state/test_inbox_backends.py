@@ -15,6 +15,8 @@ import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from state import CorruptRecordError, RedisStore, SQLiteStore, StoreError
+
+# Each backend's own structures (stream, group, marks, table), reached raw.
 from state._keys import DELIVERY_TTL, INBOX_GROUP, RedisKeys
 from state._url import redis_options
 

@@ -13,10 +13,12 @@ import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from state import RedisStore, StoreError, StoreURLError, open_store
+
+# Raw keys and the parsed URL: the test checks where the store's keys land on the cluster.
 from state._keys import RedisKeys
 from state._url import redis_options
 
-from ..conftest import UNCLOSED_FAILS
+from ..conftest import UNCLOSED_FAILS, answer_only
 from .cluster import LocalCluster
 from .conftest import make_interaction, make_run, raw_client
 
@@ -32,7 +34,6 @@ def _every_key(keys: RedisKeys) -> list[str]:
         keys.settled,
         keys.thread("C1", "1.1"),
         keys.thread_lease("C1", "1.1"),
-        keys.delivery("Ev1"),
         keys.inbox,
         keys.inbox_seen("Ev1"),
         keys.audit,
@@ -135,9 +136,7 @@ async def test_one_store_on_the_cluster_serves_every_call(cluster_store_url: str
         assert isinstance(store, RedisStore) and store.cluster
         await store.save_run(make_run())
         await store.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
-        assert (
-            await store.answer_interaction("ix-1", answer=1, answered_by="U", now=time.time())
-        ).won
+        assert (await answer_only(store, "ix-1", answer=1, answered_by="U", now=time.time())).won
         assert (await store.close_interaction("ix-2", status="expired", now=time.time())).won
         assert await store.settled_runs() == ["run-1"]
         assert (await store.claim_run("run-1", child_id="child")).won

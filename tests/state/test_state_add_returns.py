@@ -8,6 +8,7 @@ import time
 
 from state import Approval, InteractionRecord, Store
 
+from ..conftest import answer_only
 from .conftest import make_interaction, overwrite_raw
 
 T0 = 1_900_000_000.123_456_7
@@ -96,7 +97,7 @@ async def test_a_re_added_answered_id_comes_back_as_stored(store: Store) -> None
     first = make_interaction("ix-1", payload={"v": 1}, created_at=T0)
     await store.add_interactions([first])
     answer = {"approved": True, "grant": "grant_abc"}
-    claim = await store.answer_interaction("ix-1", answer=answer, answered_by="U1", now=time.time())
+    claim = await answer_only(store, "ix-1", answer=answer, answered_by="U1", now=time.time())
     assert claim.won and claim.record is not None
 
     stored = await store.add_interactions(

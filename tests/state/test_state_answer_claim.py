@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from state import AuditEntry, Store
+# Coordination records, kept out of `state.__all__`: this test pins the store's side.
+from state import AuditEntry, Store, ThreadStop
 
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import ThreadLease, ThreadStop, TurnClaim
+from state._records import ThreadLease, TurnClaim
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 CHANNEL, THREAD = "C1", "1700000000.000100"
@@ -136,13 +138,14 @@ async def test_a_run_claimed_already_is_not_claimed_again(store: Store) -> None:
 
 async def test_a_lost_answer_writes_no_audit_entry_and_claims_nothing(store: Store) -> None:
     await _paused_with(store, "ix-1")
-    await store.answer_interaction("ix-1", answer="sqlite", answered_by="U9", now=time.time())
+    await answer_only(store, "ix-1", answer="sqlite", answered_by="U9", now=time.time())
     claim = await store.answer_and_claim(
         "ix-1", answer="postgres", answered_by="U1", now=time.time(), audit=_entry(), turn=_turn()
     )
     assert not claim.won and claim.run is None
     assert claim.record is not None and claim.record.answered_by == "U9"
-    assert await store.recent_audit() == []
+    # Only the winner's entry: the lost answer wrote none.
+    assert [e.user for e in await store.recent_audit()] == ["U9"]
     assert await store.acquire_thread(CHANNEL, THREAD, owner="other", ttl=30)
 
 

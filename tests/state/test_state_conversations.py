@@ -1,14 +1,13 @@
-"""Threads, de-duplicated deliveries and the audit log, against SQLite and Redis alike."""
+"""Threads and the audit log, against SQLite and Redis alike (de-duplicated deliveries are the
+inbox's `enqueue(dedupe=...)`, tested in test_inbox.py)."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
 from state import AuditEntry, CorruptRecordError, RedisStore, SQLiteStore, Store
 
-from .conftest import raw_client, redis_keys
+from .conftest import raw_client, raw_sqlite, redis_keys
 
 
 async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
@@ -20,17 +19,6 @@ async def test_a_thread_maps_to_its_last_run(store: Store) -> None:
     assert await store.get_thread_run("C1", "1.1") == "run-2"
     assert await store.get_thread_run("C2", "1.1") == "run-other"
     assert await store.get_thread_run("C1", "1.2") is None
-
-
-async def test_an_event_is_delivered_once(store: Store) -> None:
-    assert await store.first_delivery("Ev1")
-    assert not await store.first_delivery("Ev1")
-    assert await store.first_delivery("Ev2")
-
-
-async def test_twenty_concurrent_deliveries_of_one_event_pass_once(store: Store) -> None:
-    seen = await asyncio.gather(*(store.first_delivery("Ev-burst") for _ in range(20)))
-    assert sorted(seen) == [False] * 19 + [True]
 
 
 def entry(n: int) -> AuditEntry:
@@ -65,12 +53,8 @@ async def test_a_corrupt_audit_entry_raises_an_error(store: Store, store_url: st
         await client.lset(redis_keys(store).audit, 0, '{"at": "soon"}')
         await client.aclose()
     else:
-        import sqlite3
-
-        from state._url import sqlite_path
-
         assert isinstance(store, SQLiteStore)
-        with sqlite3.connect(sqlite_path(store_url)) as conn:
+        with raw_sqlite(store_url) as conn:
             conn.execute('UPDATE audit SET rec = \'{"at": "soon"}\'')
         conn.close()
     with pytest.raises(CorruptRecordError, match="audit"):

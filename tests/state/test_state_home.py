@@ -8,6 +8,7 @@ import time
 
 from state import Store
 
+from ..conftest import answer_only
 from .conftest import make_interaction
 
 
@@ -21,7 +22,7 @@ async def test_pending_interactions_lists_only_pending_soonest_first(store: Stor
             make_interaction("ix-closed", run_id="r4", expires_at=now + 50),
         ]
     )
-    assert (await store.answer_interaction("ix-answered", answer=1, answered_by="U1", now=now)).won
+    assert (await answer_only(store, "ix-answered", answer=1, answered_by="U1", now=now)).won
     await store.close_interaction("ix-closed", status="cancelled", now=now)
 
     listed = await store.pending_interactions()

@@ -13,7 +13,7 @@ from blocks import render, render_card
 from state import InteractionRecord, PendingInteraction, Store
 
 from ..blocks._slack import check_message
-from ..conftest import interaction_of
+from ..conftest import answer_only, interaction_of
 from .conftest import make_interaction, overwrite_raw, read_raw
 
 FIXTURE = Path(__file__).parent / "fixtures" / "interaction_before_pending_fields.json"
@@ -53,8 +53,8 @@ async def test_an_old_record_reads_back_answers_and_renders(store: Store, store_
     assert "deploy" in card["text"]
 
     # `now` is the record's time, not the clock's: the fixture's expiry is a fixed date.
-    claim = await store.answer_interaction(
-        iid, answer=True, answered_by="U0BOB", now=data["created_at"] + 60
+    claim = await answer_only(
+        store, iid, answer=True, answered_by="U0BOB", now=data["created_at"] + 60
     )
     assert claim.won and claim.record is not None
     assert (claim.record.status, claim.record.answer, claim.record.answered_by) == (

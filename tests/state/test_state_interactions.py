@@ -9,6 +9,7 @@ import pytest
 
 from state import CorruptRecordError, Store
 
+from ..conftest import answer_only
 from .conftest import make_interaction, overwrite_raw
 
 
@@ -44,9 +45,7 @@ async def test_a_pending_interaction_is_replaced_but_an_answered_one_is_kept(sto
     record = await store.get_interaction("ix-1")
     assert record is not None and record.payload == {"v": 2}
 
-    assert (
-        await store.answer_interaction("ix-1", answer="yes", answered_by="U1", now=time.time())
-    ).won
+    assert (await answer_only(store, "ix-1", answer="yes", answered_by="U1", now=time.time())).won
     await store.add_interactions([make_interaction("ix-1", payload={"v": 3})])
     record = await store.get_interaction("ix-1")
     assert record is not None
@@ -67,7 +66,7 @@ async def test_run_interactions_keep_the_order_they_were_added(store: Store) -> 
 async def test_a_pending_interaction_re_added_by_a_child_run_moves_to_it(store: Store) -> None:
     """A resume that answers a subset pauses again with the same ids under the new run."""
     await store.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
-    await store.answer_interaction("ix-1", answer=True, answered_by="U1", now=time.time())
+    await answer_only(store, "ix-1", answer=True, answered_by="U1", now=time.time())
     await store.add_interactions([make_interaction("ix-2", run_id="run-child")])
 
     assert [r.interaction_id for r in await store.run_interactions("run-1")] == ["ix-1"]
@@ -82,7 +81,7 @@ async def test_set_message_records_where_the_card_is(store: Store) -> None:
     assert record is not None
     assert (record.channel, record.message_ts) == ("C9", "1700000009.000900")
 
-    await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    await answer_only(store, "ix-1", answer=1, answered_by="U1", now=time.time())
     answered = await store.get_interaction("ix-1")
     assert answered is not None and answered.message_ts == "1700000009.000900"
 
@@ -96,8 +95,8 @@ async def test_the_first_answer_wins_and_later_ones_see_it(store: Store) -> None
     await store.add_interactions([make_interaction("ix-1")])
     now = time.time()
     answer = {"choice": "postgres", "extra": [1, None, "ü"]}
-    first = await store.answer_interaction("ix-1", answer=answer, answered_by="U1", now=now)
-    second = await store.answer_interaction("ix-1", answer="sqlite", answered_by="U2", now=now)
+    first = await answer_only(store, "ix-1", answer=answer, answered_by="U1", now=now)
+    second = await answer_only(store, "ix-1", answer="sqlite", answered_by="U2", now=now)
 
     assert first.won and first.record is not None
     assert (first.record.status, first.record.answer) == ("answered", answer)
@@ -110,7 +109,7 @@ async def test_the_first_answer_wins_and_later_ones_see_it(store: Store) -> None
 @pytest.mark.parametrize("answer", [None, False, 0, "", [], {}, "no"])
 async def test_any_json_answer_is_kept_exactly(store: Store, answer: object) -> None:
     await store.add_interactions([make_interaction("ix-1")])
-    claim = await store.answer_interaction("ix-1", answer=answer, answered_by="U1", now=time.time())
+    claim = await answer_only(store, "ix-1", answer=answer, answered_by="U1", now=time.time())
     assert claim.won and claim.record is not None and claim.record.answer == answer
     stored = await store.get_interaction("ix-1")
     assert stored is not None and stored.answer == answer and type(stored.answer) is type(answer)
@@ -120,10 +119,7 @@ async def test_thirty_concurrent_answers_have_exactly_one_winner(store: Store) -
     await store.add_interactions([make_interaction("ix-1")])
     now = time.time()
     claims = await asyncio.gather(
-        *(
-            store.answer_interaction("ix-1", answer=n, answered_by=f"U{n}", now=now)
-            for n in range(30)
-        )
+        *(answer_only(store, "ix-1", answer=n, answered_by=f"U{n}", now=now) for n in range(30))
     )
     winners = [n for n, claim in enumerate(claims) if claim.won]
     assert len(winners) == 1
@@ -140,7 +136,7 @@ async def test_an_answer_at_or_after_expiry_is_lost_and_changes_nothing(store: S
     expires_at = time.time() - 1
     await store.add_interactions([make_interaction("ix-1", expires_at=expires_at)])
     for now in (expires_at, expires_at + 10):
-        claim = await store.answer_interaction("ix-1", answer="x", answered_by="U1", now=now)
+        claim = await answer_only(store, "ix-1", answer="x", answered_by="U1", now=now)
         assert not claim.won
         assert claim.record is not None
         assert claim.record.status == "pending" and claim.record.expires_at <= now
@@ -152,14 +148,12 @@ async def test_an_answer_at_or_after_expiry_is_lost_and_changes_nothing(store: S
 async def test_an_answer_just_before_expiry_wins(store: Store) -> None:
     expires_at = time.time() + 5
     await store.add_interactions([make_interaction("ix-1", expires_at=expires_at)])
-    claim = await store.answer_interaction(
-        "ix-1", answer="x", answered_by="U1", now=expires_at - 0.001
-    )
+    claim = await answer_only(store, "ix-1", answer="x", answered_by="U1", now=expires_at - 0.001)
     assert claim.won
 
 
 async def test_answering_a_missing_interaction_is_lost(store: Store) -> None:
-    claim = await store.answer_interaction("nope", answer=1, answered_by="U1", now=time.time())
+    claim = await answer_only(store, "nope", answer=1, answered_by="U1", now=time.time())
     assert not claim.won and claim.record is None
 
 
@@ -173,14 +167,14 @@ async def test_close_moves_a_pending_interaction_once(store: Store, status: str)
 
     again = await store.close_interaction("ix-1", status="cancelled", now=now + 1)
     assert not again.won and again.record == closed.record
-    late = await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=now)
+    late = await answer_only(store, "ix-1", answer=1, answered_by="U1", now=now)
     assert not late.won and late.record == closed.record
 
 
 async def test_close_of_an_answered_interaction_is_lost(store: Store) -> None:
     await store.add_interactions([make_interaction("ix-1")])
     now = time.time()
-    await store.answer_interaction("ix-1", answer="a", answered_by="U1", now=now)
+    await answer_only(store, "ix-1", answer="a", answered_by="U1", now=now)
     closed = await store.close_interaction("ix-1", status="expired", now=now)
     assert not closed.won and closed.record is not None and closed.record.status == "answered"
 
@@ -210,7 +204,7 @@ async def test_due_interactions_are_pending_expired_oldest_first_and_limited(sto
             make_interaction("edge", expires_at=now),
         ]
     )
-    await store.answer_interaction("answered", answer=1, answered_by="U1", now=now)
+    await answer_only(store, "answered", answer=1, answered_by="U1", now=now)
     await store.close_interaction("closed", status="superseded", now=now)
 
     due = await store.due_interactions(now + 2)
@@ -239,7 +233,7 @@ async def test_a_corrupt_interaction_raises_an_error_naming_its_key(
     with pytest.raises(CorruptRecordError, match="ix-1"):
         await store.run_interactions("run-1")
     with pytest.raises(CorruptRecordError, match="ix-1"):
-        await store.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+        await answer_only(store, "ix-1", answer=1, answered_by="U1", now=time.time())
     await overwrite_raw(store, store_url, "interactions", "ix-2", '"just a string"')
     with pytest.raises(CorruptRecordError, match="not a JSON object"):
         await store.get_interaction("ix-2")
@@ -249,7 +243,7 @@ async def test_pending_count_counts_what_waits_for_an_answer(store: Store) -> No
     assert await store.pending_count() == 0
     await store.add_interactions([make_interaction(f"ix-{n}") for n in range(3)])
     assert await store.pending_count() == 3
-    claim = await store.answer_interaction("ix-0", answer="x", answered_by="U1", now=time.time())
+    claim = await answer_only(store, "ix-0", answer="x", answered_by="U1", now=time.time())
     assert claim.won
     closed = await store.close_interaction("ix-1", status="superseded", now=time.time())
     assert closed.won

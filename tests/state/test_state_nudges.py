@@ -4,16 +4,15 @@ store (SQLite, Redis, Redis Cluster)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from typing import Any
 
 import pytest
 
 from state import Approval, AuditEntry, InteractionRecord, SQLiteStore, Store, open_store
-from state._url import sqlite_path
 
-from .conftest import make_interaction, make_run
+from ..conftest import answer_only
+from .conftest import make_interaction, make_run, raw_sqlite
 
 T0 = 1_900_000_000.0
 """Created at; due times are computed from it, so the tests choose `now` freely."""
@@ -86,7 +85,7 @@ async def test_never_for_an_answered_closed_or_expired_request(store: Store) -> 
     await store.add_interactions(
         [approval("answered"), approval("cancelled"), approval("expiring", expires_at=T0 + 70)]
     )
-    assert (await store.answer_interaction("answered", answer=True, answered_by="U1", now=T0)).won
+    assert (await answer_only(store, "answered", answer=True, answered_by="U1", now=T0)).won
     await store.close_interaction("cancelled", status="cancelled", now=T0)
     assert [n.record.interaction_id for n in await store.due_nudges(T0 + 65)] == ["expiring"]
     assert await store.due_nudges(T0 + 70) == []
@@ -151,7 +150,7 @@ async def test_withdrawing_an_answer_reopens_it_while_the_run_is_unclaimed(store
     await store.save_run(make_run("run-1"))
     await store.add_interactions([approval()])
     now = time.time()
-    assert (await store.answer_interaction("ix-1", answer=True, answered_by="U0BOB", now=now)).won
+    assert (await answer_only(store, "ix-1", answer=True, answered_by="U0BOB", now=now)).won
     # Only the answer of that person, of that run.
     wrong = await store.withdraw_answer(
         "ix-1", answered_by="U0CAROL", run_id="run-1", audit=_entry()
@@ -170,11 +169,12 @@ async def test_withdrawing_an_answer_reopens_it_while_the_run_is_unclaimed(store
         None,
     )
     assert await store.pending_count() == 1
-    assert [e.action for e in await store.recent_audit()] == ["withdrawn"]
+    # Newest first: the withdrawal, over the answer it took back (written with the answer).
+    assert [e.action for e in await store.recent_audit()] == ["withdrawn", "answered"]
     assert await store.settled_runs() == []
     # Pending again: its reminder can still come, and it can be answered again.
     assert [n.kind for n in await store.due_nudges(T0 + 60)] == ["reminder"]
-    again = await store.answer_interaction("ix-1", answer=True, answered_by="U0DAVE", now=now)
+    again = await answer_only(store, "ix-1", answer=True, answered_by="U0DAVE", now=now)
     assert again.won and again.record is not None and again.record.answered_by == "U0DAVE"
     assert not (
         await store.withdraw_answer("ix-1", answered_by="U0BOB", run_id="run-1", audit=_entry())
@@ -185,11 +185,12 @@ async def test_an_answer_the_run_resumed_with_cannot_be_withdrawn(store: Store) 
     await store.save_run(make_run("run-1"))
     await store.add_interactions([approval()])
     now = time.time()
-    assert (await store.answer_interaction("ix-1", answer=True, answered_by="U0BOB", now=now)).won
+    assert (await answer_only(store, "ix-1", answer=True, answered_by="U0BOB", now=now)).won
     assert (await store.claim_run("run-1", child_id="run-2")).won
     claim = await store.withdraw_answer("ix-1", answered_by="U0BOB", run_id="run-1", audit=_entry())
     assert not claim.won and claim.record is not None and claim.record.status == "answered"
-    assert await store.recent_audit() == []
+    # Only the answer's own entry: the refused withdrawal wrote none.
+    assert [e.action for e in await store.recent_audit()] == ["answered"]
     # A pending one has no answer to withdraw.
     await store.save_run(make_run("run-3"))
     await store.add_interactions([approval("ix-3", "run-3")])
@@ -204,7 +205,7 @@ async def test_withdrawal_and_claim_race_one_wins(store: Store) -> None:
         await store.save_run(make_run(run_id))
         await store.add_interactions([approval(ix, run_id)])
         now = time.time()
-        assert (await store.answer_interaction(ix, answer=True, answered_by="U0BOB", now=now)).won
+        assert (await answer_only(store, ix, answer=True, answered_by="U0BOB", now=now)).won
         withdrawn, claimed = await asyncio.gather(
             store.withdraw_answer(ix, answered_by="U0BOB", run_id=run_id, audit=_entry()),
             store.claim_run(run_id, child_id=f"{run_id}-child"),
@@ -222,7 +223,7 @@ async def test_a_sqlite_file_from_before_nudges_gets_the_columns(sqlite_store_ur
     async with open_store(sqlite_store_url) as store:
         assert isinstance(store, SQLiteStore)
         await store.add_interactions([approval()])
-    with sqlite3.connect(sqlite_path(sqlite_store_url)) as conn:
+    with raw_sqlite(sqlite_store_url) as conn:
         conn.execute("DROP INDEX interactions_nudges")
         for column in ("remind_at", "escalate_at", "reminded_at", "escalated_at"):
             conn.execute(f"ALTER TABLE interactions DROP COLUMN {column}")

@@ -144,7 +144,7 @@ async def test_use_after_close_fails_loudly(store_url: str) -> None:
     with pytest.raises(StoreClosedError):
         await store.save_run(make_run())
     with pytest.raises(StoreClosedError):
-        await store.first_delivery("Ev1")
+        await store.enqueue("event", {"n": 1}, dedupe="Ev1")
 
 
 @pytest.mark.parametrize(

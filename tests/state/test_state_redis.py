@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -10,16 +11,23 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
 
-from state import AuditEntry, RedisStore
+from state import (
+    AuditEntry,
+    RedisStore,
+)
+
+# Raw keys and their TTLs: the test reads what the store wrote into Redis.
 from state._keys import (
     DELIVERY_TTL,
     INTERACTION_GRACE,
+    LONGEST_WAIT,
     RUN_TTL,
     SETTLED_TTL,
     THREAD_TTL,
     RedisKeys,
 )
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 
@@ -60,15 +68,18 @@ OPERATIONS: dict[str, Operation] = {
     "get_interaction": lambda s: s.get_interaction("ix-1"),
     "run_interactions": lambda s: s.run_interactions("run-1"),
     "set_message": lambda s: s.set_message("ix-1", channel="C1", message_ts="1.2"),
-    "answer_interaction": lambda s: s.answer_interaction(
-        "ix-1", answer=1, answered_by="U1", now=time.time()
+    "answer_and_claim": lambda s: s.answer_and_claim(
+        "ix-1",
+        answer=1,
+        answered_by="U1",
+        now=time.time(),
+        audit=AuditEntry(at=1.0, action="answered"),
     ),
     "close_interaction": lambda s: s.close_interaction("ix-2", status="expired", now=time.time()),
     "due_interactions": lambda s: s.due_interactions(time.time() + 1e6),
     "settled_runs": lambda s: s.settled_runs(),
     "set_thread_run": lambda s: s.set_thread_run("C1", "1.1", "run-1"),
     "get_thread_run": lambda s: s.get_thread_run("C1", "1.1"),
-    "first_delivery": lambda s: s.first_delivery("Ev1"),
     "audit": lambda s: s.audit(AuditEntry(at=1.0, action="answered")),
     "recent_audit": lambda s: s.recent_audit(),
     "enqueue": lambda s: s.enqueue("event", {"n": 1}, dedupe="Ev1"),
@@ -105,9 +116,7 @@ async def test_settled_runs_reads_a_batch_in_three_round_trips(counted: RedisSto
     for run_id in ("run-1", "run-2"):
         await counted.save_run(make_run(run_id))
         await counted.add_interactions([make_interaction(f"ix-{run_id}", run_id=run_id)])
-        await counted.answer_interaction(
-            f"ix-{run_id}", answer=1, answered_by="U1", now=time.time()
-        )
+        await answer_only(counted, f"ix-{run_id}", answer=1, answered_by="U1", now=time.time())
     await counted.settled_runs()
     CountingConnection.sends = 0
     assert await counted.settled_runs() == ["run-1", "run-2"]
@@ -136,7 +145,7 @@ async def test_every_key_has_a_ttl_from_keys(counted: RedisStore, raw: aioredis.
     await counted.save_run(make_run())
     await counted.add_interactions([make_interaction("ix-1", expires_at=expires_at)])
     await counted.set_thread_run("C1", "1.1", "run-1")
-    await counted.first_delivery("Ev1")
+    await counted.enqueue("event", {"n": 1}, dedupe="Ev1")
 
     def near(ttl: int, expected: float) -> bool:
         return expected - 5 <= ttl <= expected
@@ -145,7 +154,7 @@ async def test_every_key_has_a_ttl_from_keys(counted: RedisStore, raw: aioredis.
     assert near(await raw.ttl(keys.interaction("ix-1")), 3600 + INTERACTION_GRACE)
     assert near(await raw.ttl(keys.run_interactions("run-1")), RUN_TTL)
     assert near(await raw.ttl(keys.thread("C1", "1.1")), THREAD_TTL)
-    assert near(await raw.ttl(keys.delivery("Ev1")), DELIVERY_TTL)
+    assert near(await raw.ttl(keys.inbox_seen("Ev1")), DELIVERY_TTL)
 
 
 async def test_an_already_expired_interaction_is_kept_for_the_grace_period(
@@ -170,7 +179,6 @@ async def test_all_keys_live_under_the_prefix(counted: RedisStore, raw: aioredis
         keys.interaction("ix-2"),
         keys.run_interactions("run-1"),
         keys.thread("C1", "1.1"),
-        keys.delivery("Ev1"),
         keys.audit,
         keys.inbox,
         keys.inbox_seen("Ev1"),
@@ -205,7 +213,7 @@ async def test_a_hash_without_its_json_is_corrupt(counted: RedisStore, raw: aior
     key = RedisKeys(counted.prefix).interaction("ix-1")
     await raw.hset(key, "status", "pending")
     with pytest.raises(CorruptRecordError):
-        await counted.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+        await answer_only(counted, "ix-1", answer=1, answered_by="U1", now=time.time())
 
 
 async def test_the_settled_index_holds_a_run_until_its_claim(
@@ -214,7 +222,7 @@ async def test_the_settled_index_holds_a_run_until_its_claim(
     keys = RedisKeys(counted.prefix)
     await counted.save_run(make_run())
     await counted.add_interactions([make_interaction("ix-1"), make_interaction("ix-2")])
-    await counted.answer_interaction("ix-1", answer=1, answered_by="U1", now=time.time())
+    await answer_only(counted, "ix-1", answer=1, answered_by="U1", now=time.time())
     # Marked on the first answer; `settled_runs` still checks that nothing is pending.
     assert await raw.zrange(keys.settled, 0, -1) == [b"run-1"]
     ttl = await raw.ttl(keys.settled)
@@ -246,12 +254,72 @@ async def test_settled_runs_drops_members_that_went_stale(
     for run_id in ("gone", "done", "waiting", "stuck"):
         await counted.save_run(make_run(run_id))
         await counted.add_interactions([make_interaction(f"ix-{run_id}", run_id=run_id)])
-        await counted.answer_interaction(
-            f"ix-{run_id}", answer=1, answered_by="U1", now=time.time()
-        )
+        await answer_only(counted, f"ix-{run_id}", answer=1, answered_by="U1", now=time.time())
     await raw.delete(keys.run("gone"))
     await counted.save_run(make_run("done", status="success", reason=None))
     await counted.add_interactions([make_interaction("ix-more", run_id="waiting")])
 
     assert await counted.settled_runs() == ["stuck"]
     assert await raw.zrange(keys.settled, 0, -1) == [b"stuck", b"waiting"]
+
+
+@pytest.fixture
+async def redis_store(redis_store_url: str) -> AsyncIterator[RedisStore]:
+    async with RedisStore.from_url(redis_store_url) as store:
+        yield store
+
+
+def _near(ttl: int, expected: float) -> bool:
+    return expected - 5 <= ttl <= expected
+
+
+async def test_saves_and_writes_refresh_ttls_as_keys_documents(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    keys = RedisKeys(redis_store.prefix)
+    await redis_store.save_run(make_run())
+    await redis_store.add_interactions([make_interaction("ix-1")])
+    await redis_store.set_thread_run("C1", "1.1", "run-1")
+    for key in (keys.run("run-1"), keys.run_interactions("run-1"), keys.thread("C1", "1.1")):
+        await raw.expire(key, 10)
+
+    await redis_store.save_run(make_run())
+    assert _near(await raw.ttl(keys.run("run-1")), RUN_TTL)
+    await redis_store.add_interactions([make_interaction("ix-2")])
+    assert _near(await raw.ttl(keys.run_interactions("run-1")), RUN_TTL)
+    await redis_store.set_thread_run("C1", "1.1", "run-2")
+    assert _near(await raw.ttl(keys.thread("C1", "1.1")), THREAD_TTL)
+
+    await answer_only(redis_store, "ix-1", answer=1, answered_by="U1", now=time.time())
+    await raw.expire(keys.settled, 10)
+    await redis_store.close_interaction("ix-2", status="expired", now=time.time())
+    assert _near(await raw.ttl(keys.settled), SETTLED_TTL)
+    # A claim is no save: it leaves the run's TTL as the last save set it.
+    await raw.expire(keys.run("run-1"), 100)
+    assert (await redis_store.claim_run("run-1", child_id="child")).won
+    assert _near(await raw.ttl(keys.run("run-1")), 100)
+
+
+async def test_a_far_future_expiry_keeps_the_interaction_for_the_longest_wait(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    await redis_store.add_interactions([make_interaction("ix-1", expires_at=1e20)])
+    keys = RedisKeys(redis_store.prefix)
+    assert _near(await raw.ttl(keys.interaction("ix-1")), LONGEST_WAIT + INTERACTION_GRACE)
+    assert _near(await raw.ttl(keys.run_interactions("run-1")), LONGEST_WAIT + INTERACTION_GRACE)
+
+
+async def test_a_repeat_delivery_does_not_extend_and_a_lapsed_one_is_new(
+    redis_store: RedisStore, raw: aioredis.Redis
+) -> None:
+    key = RedisKeys(redis_store.prefix).inbox_seen("Ev1")
+    assert await redis_store.enqueue("event", {"n": 1}, dedupe="Ev1") is not None
+    await raw.expire(key, 100)
+    assert await redis_store.enqueue("event", {"n": 2}, dedupe="Ev1") is None
+    assert _near(await raw.ttl(key), 100)
+    await raw.pexpire(key, 1)
+    async with asyncio.timeout(5):
+        while await raw.exists(key):  # noqa: ASYNC110 - Redis signals no expiry here
+            await asyncio.sleep(0.005)
+    assert await redis_store.enqueue("event", {"n": 3}, dedupe="Ev1") is not None
+    assert await redis_store.enqueue("event", {"n": 4}, dedupe="Ev1") is None

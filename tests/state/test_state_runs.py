@@ -7,6 +7,8 @@ import asyncio
 import pytest
 
 from state import CorruptRecordError, PendingCall, PendingInteraction, RunRecord, Store
+
+# The codec writes records as an older version would have, to read them back.
 from state._codec import encode_run
 
 from .conftest import make_run, overwrite_raw

@@ -9,6 +9,7 @@ import pytest
 
 from state import Store
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 
@@ -18,9 +19,7 @@ async def _paused_run(store: Store, run_id: str, *interaction_ids: str) -> None:
 
 
 async def _answer(store: Store, interaction_id: str) -> None:
-    claim = await store.answer_interaction(
-        interaction_id, answer=True, answered_by="U1", now=time.time()
-    )
+    claim = await answer_only(store, interaction_id, answer=True, answered_by="U1", now=time.time())
     assert claim.won
 
 

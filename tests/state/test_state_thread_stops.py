@@ -3,17 +3,15 @@ running a turn, and a retried turn finds the message its first attempt streamed 
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
-from state import CorruptRecordError, RedisStore, SQLiteStore, Store
-
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import ThreadStop, ThreadTake
-from state._url import sqlite_path
+from state import CorruptRecordError, RedisStore, SQLiteStore, Store, ThreadStop
 
-from .conftest import raw_client, redis_keys
+# The thread's take is a coordination record of the Slack app, kept out of `state.__all__`.
+from state._records import ThreadTake
+
+from .conftest import raw_client, raw_sqlite, redis_keys
 
 
 async def test_the_last_stop_of_a_thread_is_kept(store: Store) -> None:
@@ -63,7 +61,7 @@ async def test_a_corrupt_stop_mark_is_reported(store: Store, store_url: str) -> 
         await client.aclose()
     else:
         assert isinstance(store, SQLiteStore)
-        with sqlite3.connect(sqlite_path(store_url)) as conn:
+        with raw_sqlite(store_url) as conn:
             conn.execute("UPDATE thread_stops SET rec = '{\"user\": 5}'")
         conn.close()
     with pytest.raises(CorruptRecordError, match="thread stop"):

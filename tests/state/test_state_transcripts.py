@@ -5,16 +5,14 @@ Cluster."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from typing import Any
 
 import pytest
 
 from state import RedisStore, RunRecord, SQLiteStore, Store, open_store
-from state._url import sqlite_path
 
-from .conftest import make_run, raw_client, redis_keys
+from .conftest import make_run, raw_client, raw_sqlite, redis_keys
 
 
 def message(n: int, role: str = "user") -> dict[str, Any]:
@@ -41,7 +39,7 @@ def child_of(parent: RunRecord, run_id: str, *new: dict[str, Any], **fields: Any
 async def logged(store: Store, url: str) -> list[str]:
     """Every message the store's transcript logs hold, as stored (one entry per copy)."""
     if isinstance(store, SQLiteStore):
-        with sqlite3.connect(sqlite_path(url)) as conn:
+        with raw_sqlite(url) as conn:
             rows = conn.execute("SELECT messages FROM transcripts ORDER BY log, pos").fetchall()
         conn.close()
         return [m for (chunk,) in rows for m in chunk.split("\n")]
@@ -229,7 +227,7 @@ async def test_the_log_outlives_every_run_in_it(store: Store, store_url: str) ->
     later = child_of(run, "run-2", message(1))
     await store.save_run(later)
     if isinstance(store, SQLiteStore):
-        with sqlite3.connect(sqlite_path(store_url)) as conn:
+        with raw_sqlite(store_url) as conn:
             runs = max(k for (k,) in conn.execute("SELECT keep_until FROM runs"))
             (log,) = conn.execute("SELECT keep_until FROM transcript_logs").fetchone()
         conn.close()
@@ -263,7 +261,7 @@ async def test_expired_logs_are_deleted(store_url: str) -> None:
             # Any save deletes a few logs found expired.
             await store.save_run(child_of(kept, "run-3", message(3)))
         else:
-            with sqlite3.connect(sqlite_path(store_url)) as conn:
+            with raw_sqlite(store_url) as conn:
                 conn.execute("UPDATE transcript_logs SET keep_until = 1 WHERE name = 'gone'")
                 conn.execute("UPDATE runs SET keep_until = 1 WHERE run_id = 'run-1'")
             conn.close()

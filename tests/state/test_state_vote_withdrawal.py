@@ -15,6 +15,7 @@ from state import AuditEntry, Store, open_store
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state._records import AnswerClaim
 
+from ..conftest import answer_only
 from .conftest import make_interaction, make_run
 
 APPROVE = {"approved": True}
@@ -248,7 +249,7 @@ async def test_votes_the_run_resumed_with_are_final(store: Store) -> None:
 async def test_a_single_approver_answer_is_withdrawn_only_for_its_approver(store: Store) -> None:
     await store.save_run(make_run("run-1"))
     await store.add_interactions([make_interaction("ix-1", "run-1", kind="approval")])
-    claim = await store.answer_interaction("ix-1", answer=True, answered_by="UBOB", now=NOW)
+    claim = await answer_only(store, "ix-1", answer=True, answered_by="UBOB", now=NOW)
     assert claim.won
     other = await store.withdraw_answer(
         "ix-1", answered_by="UBOB", run_id="run-1", voters=["UCAROL"], audit=_withdrawn("UCAROL")

@@ -14,7 +14,6 @@ from state import AuditEntry, SQLiteStore, Store, open_store
 
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state._records import AnswerClaim, ThreadLease, TurnClaim
-from state._url import sqlite_path
 
 from .conftest import make_interaction, make_run
 
@@ -275,7 +274,7 @@ async def test_a_file_written_before_votes_gets_the_column(tmp_path: Path) -> No
             " keep_until REAL NOT NULL)"
         )
     conn.close()
-    async with SQLiteStore(sqlite_path(f"sqlite:///{path}")) as store:
+    async with SQLiteStore(str(path)) as store:
         await _approval(store)
         claim = await _vote(store, "UBOB")
         assert claim.partial
