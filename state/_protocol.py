@@ -25,12 +25,16 @@ from ._records import (
 )
 
 __all__ = [
+    "AnswerStore",
     "AuditLog",
+    "ClickStore",
     "ConversationStore",
     "GrantStore",
     "HomeViewers",
     "Inbox",
     "InteractionStore",
+    "RecoveryStore",
+    "ReplyStore",
     "RunStore",
     "Store",
 ]
@@ -416,3 +420,26 @@ class Store(
 
     async def aclose(self) -> None:
         """Release connections; closing twice is fine."""
+
+
+@runtime_checkable
+class ClickStore(InteractionStore, GrantStore, AuditLog, Protocol):
+    """What taking a click uses: its interaction, the grant a Home revoke names, the audit."""
+
+
+@runtime_checkable
+class ReplyStore(ConversationStore, InteractionStore, RunStore, Protocol):
+    """What answering in a thread uses: the thread's run and that run's interactions."""
+
+
+@runtime_checkable
+class RecoveryStore(RunStore, InteractionStore, Inbox, Protocol):
+    """What recovery uses: runs settled but never resumed, and the inbox their resume is queued
+    in."""
+
+
+@runtime_checkable
+class AnswerStore(
+    RunStore, InteractionStore, ConversationStore, AuditLog, Inbox, GrantStore, Protocol
+):
+    """What the Slack app's click path uses in all (everything but Home's viewers)."""

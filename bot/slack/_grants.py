@@ -27,6 +27,7 @@ from state import (
     CorruptRecordError,
     Grant,
     GrantScope,
+    GrantStore,
     InteractionRecord,
     Store,
     approval_of,
@@ -106,7 +107,7 @@ def _pinned(record: InteractionRecord, names: Sequence[str]) -> dict[str, Any] |
     return found
 
 
-async def revoke_grant(store: Store, grant_id: str, *, by: str, now: float) -> GrantClaim:
+async def revoke_grant(store: GrantStore, grant_id: str, *, by: str, now: float) -> GrantClaim:
     """Revoke a grant for `by` (a Slack user id, or an operator's name), audited when it wins;
     the claim says whether it was active (`won`) and what the grant is (None: unknown)."""
     entry = AuditEntry(
