@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from state import AuditEntry, InteractionRecord, StopGuard, Store, ThreadStop
+from state import AuditEntry, InteractionRecord, StopGuard, Store, ThreadStop, is_approval
 
 from ._chat import Chat, escape
 from ._policy import AnswerPolicy, GroupMembers
@@ -157,6 +157,6 @@ def _what_runs(records: list[InteractionRecord]) -> str:
         f"`{escape(str(record.payload.get('tool', 'a tool')))}` approved by "
         f"{mention(record.answered_by)}"
         for record in records
-        if record.status == "answered" and record.kind == "approval"
+        if record.status == "answered" and is_approval(record)
     ]
     return (", ".join(said) or "an answer was taken") + "."
