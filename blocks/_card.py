@@ -12,6 +12,7 @@ from state import (
     approval_of,
     is_approval,
     is_elicitation,
+    kind_of,
 )
 
 from ._answers import accepts_text_reply
@@ -270,7 +271,7 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
         shown = [] if progress is None else [section(progress)]
         return [*shown, _actions(record, "a", buttons), *_grant_terms(record)]
     if is_boolean(record):
-        yes, no = ("Confirm", "Cancel") if record.kind == "confirm" else ("Yes", "No")
+        yes, no = ("Confirm", "Cancel") if kind_of(record) == "confirm" else ("Yes", "No")
         buttons = [
             _button(yes, ACTION_CONFIRM, "confirm", "primary"),
             _button(no, ACTION_CANCEL, "cancel"),
