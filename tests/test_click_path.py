@@ -12,13 +12,15 @@ from typing import Any, get_args
 import pytest
 
 import blocks
-from bot.slack import AnswerPolicy
+from blocks import _slack_models
+from bot.slack import AnswerPolicy, _verify
 from bot.slack._claim import outcome_of
 from bot.slack._dispatch import WORK_KINDS, Dispatch, WorkKind, is_work_kind
 from bot.slack._take import look_up
 from bot.slack._worker import Work
 from state import InteractionKind, InteractionRecord, RunRecord, WorkItem, kind_of
 from state._records import AnswerClaim, ThreadStop, Vote
+from tests.blocks._slack import click, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -231,3 +233,42 @@ def test_click_path_modules_take_a_narrow_store(module: str) -> None:
 def test_the_click_path_modules_take_a_store_at_all() -> None:
     # Guards the check above against a rename that would make it pass on nothing.
     assert sum(len(_store_annotations(ROOT / "bot/slack" / f"{m}.py")) for m in CLICK_PATH) >= 8
+
+
+# -------------------------------------------------------------- one model per payload
+
+
+def test_the_edge_checks_clicks_and_forms_with_the_models_the_worker_reads_them_with() -> None:
+    assert _verify.BlockActions is _slack_models.BlockActions
+    assert _verify.ViewSubmission is _slack_models.ViewSubmission
+
+
+def _with_new_fields(value: Any, *, keyed: int = 0) -> Any:
+    """`value` with a field Slack might add tomorrow in every object (not among the keys of a
+    state's `values`, which are block ids and then action ids: `keyed` levels to skip)."""
+    if isinstance(value, dict):
+        grown = {
+            k: _with_new_fields(v, keyed=2 if k == "values" else max(keyed - 1, 0))
+            for k, v in value.items()
+        }
+        return grown if keyed else {**grown, "added_later": {"x": [1]}}
+    if isinstance(value, list):
+        return [_with_new_fields(v) for v in value]
+    return value
+
+
+def test_fields_slack_adds_pass_the_edge_and_change_nothing_read() -> None:
+    record = _record("approval", message_ts="1700000000.000100")
+    payload = click(blocks.render_card(record, approvers=("U0BOB",)), "hb:approve")
+    grown = _with_new_fields(payload)
+    assert _verify.check_payload(payload) is None
+    assert _verify.check_payload(grown) is None
+    assert blocks.parse_block_action(grown) == blocks.parse_block_action(payload)
+
+
+def test_a_form_slack_adds_fields_to_passes_the_edge_and_reads_the_same() -> None:
+    record = _record("ask_user")
+    payload = submit(blocks.render_modal(record), {})
+    grown = _with_new_fields(payload)
+    assert _verify.check_payload(grown) is None
+    assert blocks.parse_view_submission(grown) == blocks.parse_view_submission(payload)
