@@ -7,14 +7,20 @@ sent is used as the answer itself, except text typed where the schema asks for t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import (
+    CorruptRecordError,
+    InteractionRecord,
+    approval_of,
+    is_approval,
+    is_elicitation,
+    kind_of,
+)
 
 from ._choices import Choices, choices_of, is_boolean
 from ._edit import edited_arguments
 from ._elicit import (
-    ELICITATION,
     accepted,
     elicit_choices,
     plain_answer,
@@ -92,7 +98,7 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
     answer: Any
     match action.action:
         case "hb:approve" | "hb:deny":
-            if record.kind != "approval":
+            if not is_approval(record):
                 raise InvalidAnswer("This request is not an approval.")
             answer = action.action == ACTION_APPROVE
         case "hb:grant":
@@ -107,10 +113,10 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
                 raise InvalidAnswer("Choose one of the options.")
             [index] = _picked(choices, (action.value,))
             answer = choices.values[index]
-            if record.kind == ELICITATION:
+            if is_elicitation(record):
                 answer = accepted(record, answer)
         case "hb:elicit":
-            if record.kind != ELICITATION:
+            if not is_elicitation(record):
                 raise InvalidAnswer("This request is not an MCP server's question.")
             answer = plain_answer(record, action.value)
         case "hb:submit":
@@ -127,7 +133,7 @@ def resolve_answer(record: InteractionRecord, action: CardAction) -> Any:
 
 def _offered_grant(record: InteractionRecord, scope: str | None) -> str:
     """The grant scope a click asks for, when the request's own rule offers it."""
-    if record.kind != "approval":
+    if not is_approval(record):
         raise InvalidAnswer("This request is not an approval.")
     try:
         rule = approval_of(record)
@@ -151,7 +157,7 @@ def page_from_action(record: InteractionRecord, action: CardAction) -> int:
 
 
 def _deny_answer(record: InteractionRecord, submission: ModalSubmission) -> dict[str, Any]:
-    if record.kind != "approval":
+    if not is_approval(record):
         raise InvalidAnswer("This request is not an approval.")
     reason_block = deny_reason_block_id(record)
     entered = submission.values.get(reason_block)
@@ -173,10 +179,10 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
         return _deny_answer(record, submission)
     if submission.callback_id == CALLBACK_EDIT_MODAL:
         return edited_arguments(record, submission)
-    if record.kind == "approval":
+    if is_approval(record):
         raise InvalidAnswer("An approval is answered with its buttons.")
     fields = form_fields(record)
-    if record.kind == ELICITATION:
+    if is_elicitation(record):
         # Checked against the server's own schema first, so each error sits by its field.
         picked = elicit_choices(record) is not None
         schema = None if picked else requested_schema(record)
@@ -188,8 +194,14 @@ def answer_from_submission(record: InteractionRecord, submission: ModalSubmissio
 
 def accepts_text_reply(record: InteractionRecord) -> bool:
     """True when a plain reply in the thread can answer `record` (a free-text question)."""
-    if record.kind in ("approval", "confirm", ELICITATION) or choices_of(record) is not None:
-        return False
+    match kind_of(record):
+        case "approval" | "confirm" | "elicitation":
+            return False  # Answered with their buttons (or form) only.
+        case "ask_user" | "ask_user_multi" | "custom":
+            if choices_of(record) is not None:
+                return False
+        case unreachable:
+            assert_never(unreachable)
     fields = form_fields(record)
     typeable = ("text", "integer", "number", "date")
     return len(fields) == 1 and fields[0].key is None and fields[0].control in typeable

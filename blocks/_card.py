@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypedDict
 
-from state import Approval, CorruptRecordError, InteractionRecord, approval_of
+from state import (
+    Approval,
+    CorruptRecordError,
+    InteractionRecord,
+    approval_of,
+    is_approval,
+    is_elicitation,
+    kind_of,
+)
 
 from ._answers import accepts_text_reply
 from ._approvers import ANYONE, approver_mentions, escalated_to
 from ._choices import OPTION_LIMIT, PAGE_SIZE, Choices, choices_of, is_boolean
 from ._edit import can_edit
-from ._elicit import ELICITATION, elicit_choices, is_url_mode
+from ._elicit import elicit_choices, is_url_mode
 from ._grant import grant_button_label, grant_terms, grantable
 from ._ids import (
     ACTION_ANSWER,
@@ -246,9 +254,9 @@ def _elicitation_controls(record: InteractionRecord, page: int) -> list[dict[str
 
 
 def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
-    if record.kind == ELICITATION:
+    if is_elicitation(record):
         return _elicitation_controls(record, page)
-    if record.kind == "approval":
+    if is_approval(record):
         buttons = [
             _button("Approve", ACTION_APPROVE, "approve", "primary"),
             *_grant_buttons(record),
@@ -263,7 +271,7 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
         shown = [] if progress is None else [section(progress)]
         return [*shown, _actions(record, "a", buttons), *_grant_terms(record)]
     if is_boolean(record):
-        yes, no = ("Confirm", "Cancel") if record.kind == "confirm" else ("Yes", "No")
+        yes, no = ("Confirm", "Cancel") if kind_of(record) == "confirm" else ("Yes", "No")
         buttons = [
             _button(yes, ACTION_CONFIRM, "confirm", "primary"),
             _button(no, ACTION_CANCEL, "cancel"),
@@ -279,7 +287,7 @@ def _controls(record: InteractionRecord, page: int) -> list[dict[str, Any]]:
 
 def _footer(record: InteractionRecord, approvers: Sequence[str] | None) -> list[dict[str, Any]]:
     parts = ["Or reply in this thread."] if accepts_text_reply(record) else []
-    if record.kind == "approval" and approvers is not None:
+    if is_approval(record) and approvers is not None:
         parts.append(
             "Anyone here may approve, except whoever asked"
             if tuple(approvers) == (ANYONE,)
@@ -287,7 +295,7 @@ def _footer(record: InteractionRecord, approvers: Sequence[str] | None) -> list[
             if approvers
             else "Nobody may approve this yet: no approver rule is set"
         )
-    if record.requester and record.kind != "approval":
+    if record.requester and not is_approval(record):
         parts.append(f"Requested by {mention(record.requester)}")
     if added := escalated_to(record):
         parts.append(f"Escalated to {added}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from state import InteractionRecord
+from state import InteractionRecord, kind_of
 
 from ._text import cut, slack_len, to_display
 
@@ -86,7 +86,7 @@ def _schema_type(schema: dict[str, Any] | None) -> Any:
 
 def is_boolean(record: InteractionRecord) -> bool:
     """A yes/no answer: `confirm`, or any kind whose schema is a boolean."""
-    return record.kind == "confirm" or _schema_type(record.response_schema) == "boolean"
+    return kind_of(record) == "confirm" or _schema_type(record.response_schema) == "boolean"
 
 
 def choices_of(record: InteractionRecord) -> Choices | None:
@@ -95,10 +95,10 @@ def choices_of(record: InteractionRecord) -> Choices | None:
     The payload's `options` come first (that is what the person was asked); otherwise the
     schema's `enum`, or `items.enum` for an array answer.
     """
-    if record.kind in ("approval", "confirm") or is_boolean(record):
+    if kind_of(record) in ("approval", "confirm") or is_boolean(record):
         return None
     schema = record.response_schema or {}
-    multiple = record.kind == "ask_user_multi" or schema.get("type") == "array"
+    multiple = kind_of(record) == "ask_user_multi" or schema.get("type") == "array"
     options = record.payload.get("options")
     if isinstance(options, list) and options:
         return Choices(values=tuple(options), multiple=multiple)

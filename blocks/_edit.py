@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import CorruptRecordError, InteractionRecord, approval_of, is_approval
 
 from ._errors import InvalidAnswer
 from ._form import Field, object_fields
@@ -132,7 +132,7 @@ def edited_arguments(record: InteractionRecord, submission: ModalSubmission) -> 
     `errors` by block id otherwise."""
     if submission.interaction_id != record.interaction_id:
         raise InvalidAnswer("This form belongs to a different request.")
-    if record.kind != "approval" or not can_edit(record):
+    if not is_approval(record) or not can_edit(record):
         raise InvalidAnswer("The arguments of this request cannot be edited.")
     fields = edit_fields(record)
     assert fields is not None  # `can_edit` said so

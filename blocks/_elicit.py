@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from state import InteractionRecord
+from state import InteractionRecord, is_elicitation
 
 from ._choices import Choices, choices_of
 from ._errors import InvalidAnswer
@@ -64,7 +64,7 @@ def elicit_choices(record: InteractionRecord) -> tuple[str, Choices] | None:
 def stored_choices(record: InteractionRecord) -> Choices | None:
     """The options a click on `record`'s card picks from: a one-enum form's for a question of
     an MCP server, else the usual ones (`choices_of`)."""
-    if record.kind == ELICITATION:
+    if is_elicitation(record):
         picked = elicit_choices(record)
         return None if picked is None else picked[1]
     return choices_of(record)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Final, Literal
 
-from state import HandbackError, InteractionRecord
+from state import HandbackError, InteractionRecord, is_elicitation
 
 from ._choices import PAGE_SIZE, Choices, choices_of
-from ._elicit import ELICITATION, elicit_choices, requested_schema
+from ._elicit import elicit_choices, requested_schema
 from ._ids import block_id
 
 __all__ = [
@@ -272,7 +272,7 @@ def _elicitation_fields(record: InteractionRecord) -> list[Field]:
 def form_fields(record: InteractionRecord) -> list[Field]:
     """The inputs that answer `record`, in display order."""
     iid = record.interaction_id
-    if record.kind == ELICITATION:
+    if is_elicitation(record):
         return _elicitation_fields(record)
     schema, nullable = _non_null(record.response_schema or {})
     choices = choices_of(record)

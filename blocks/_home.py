@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from state import AuditEntry, Grant, InteractionRecord, used_grant
+from state import AuditEntry, Grant, InteractionRecord, is_approval, used_grant
 
 from ._card import controls
 from ._ids import ACTION_MORE, ACTION_REVOKE, block_id, parse_action_id
@@ -94,7 +94,7 @@ def _waiting_blocks(record: InteractionRecord, base_url: str | None) -> list[dic
         where.append(f"<{link}|Open the thread>")
     elif record.channel:
         where.append(f"In <#{record.channel}>")
-    if record.requester and record.kind != "approval":
+    if record.requester and not is_approval(record):
         where.append(f"Requested by {mention(record.requester)}")
     if record.expires_at > 0:
         where.append(f"Expires {date_token(record.expires_at)}")
@@ -112,7 +112,7 @@ def _decision_line(decision: Decision) -> str:
         what = inline_code(entry.interaction_id or "a request", 80)
         return f"• {what}: {cut_mrkdwn(entry.detail, 120)} · {when}"
     asked = f"asked by {mention(record.requester)}" if record.requester else "asked"
-    if record.kind != "approval":
+    if not is_approval(record):
         return f"• Answered {fallback(record)}, {asked} · {when}"
     what = inline_code(to_display(record.payload.get("tool", "?")), 80)
     if decision.arguments:

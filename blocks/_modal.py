@@ -6,7 +6,7 @@ import math
 from decimal import Decimal
 from typing import Any, Final
 
-from state import InteractionRecord
+from state import InteractionRecord, is_approval
 
 from ._choices import CHECKBOX_MAX_OPTIONS, OPTION_LIMIT
 from ._form import Field, form_fields
@@ -189,7 +189,7 @@ def _deny_modal(record: InteractionRecord) -> dict[str, Any]:
 def render_modal(record: InteractionRecord) -> dict[str, Any]:
     """The modal view for `record` (for `views.open`): the answer form, or for an approval the
     deny-with-reason form. `private_metadata` holds the interaction id."""
-    if record.kind == "approval":
+    if is_approval(record):
         return _deny_modal(record)
     blocks: list[dict[str, Any]] = []
     _, text = main_text(record)

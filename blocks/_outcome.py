@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import CorruptRecordError, InteractionRecord, approval_of, is_approval, kind_of
 
 from ._card import Message, render_card
 from ._choices import is_boolean
@@ -100,7 +100,7 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
     """`(line for the card, short suffix for the fallback text)`, both safe mrkdwn."""
     who = mention(record.answered_by)
     when = _when(record.answered_at)
-    if record.kind == "approval":
+    if is_approval(record):
         verb, reason = _approval_outcome(record.answer)
         icon = "✅" if verb == "Approved" else "❌"
         voters = [vote.user for vote in record.votes]
@@ -122,7 +122,7 @@ def _status_line(record: InteractionRecord) -> tuple[str, str]:
             line += f"\n*Reason:* {cut_mrkdwn(flat, _REASON_LIMIT)}"
         return line, f" — {verb.lower()} by {who}"
     if is_boolean(record) and isinstance(record.answer, bool):
-        if record.kind == "confirm":
+        if kind_of(record) == "confirm":
             verb = "Confirmed" if record.answer else "Cancelled"
         else:
             verb = "Answered *yes*" if record.answer else "Answered *no*"

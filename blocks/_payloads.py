@@ -7,10 +7,11 @@ option index), never an answer; `_answers` turns a reference into the stored val
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from ._errors import InvalidAnswer
 from ._form import InputValue
@@ -26,6 +27,15 @@ from ._ids import (
     CallbackName,
     parse_action_id,
     parse_block_id,
+)
+from ._slack_models import (
+    BlockActions,
+    Container,
+    Element,
+    Model,
+    Named,
+    State,
+    ViewSubmission,
 )
 
 __all__ = [
@@ -57,116 +67,20 @@ ClickOrigin = Literal["message", "home"]
 """Where a click was made: on a card (a message, in a channel), or in the app's Home tab (a
 view, which Slack sends without a channel)."""
 
-_Id = Annotated[str, Field(min_length=1, max_length=255)]
-_Short = Annotated[str, Field(max_length=3000)]
+_CALLBACKS: Final[dict[str, CallbackName]] = {
+    "hb:modal": "hb:modal",
+    "hb:deny_modal": "hb:deny_modal",
+    "hb:edit_modal": "hb:edit_modal",
+}
+"""The callback ids of the modals that answer a request (a command's form is read apart)."""
+
+_METADATA_LIMIT: Final = 3000
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class _User(_Model):
-    id: _Id
-    team_id: _Id | None = None
-
-
-class _Team(_Model):
-    id: _Id
-
-
-class _Channel(_Model):
-    id: _Id
-
-
-class _Container(_Model):
-    type: _Id | None = None
-    """`message` for a card, `view` for a view (App Home, a modal)."""
-    message_ts: _Id | None = None
-    channel_id: _Id | None = None
-    thread_ts: _Id | None = None
-
-
-class _Message(_Model):
-    ts: _Id
-    thread_ts: _Id | None = None
-
-
-class _Option(_Model):
-    value: Annotated[str, Field(max_length=2000)]
-
-
-class _Element(_Model):
-    """An element's state, or a clicked action: Slack uses the same fields for both."""
-
-    type: _Id | None = None
-    value: _Short | None = None
-    selected_option: _Option | None = None
-    selected_options: Annotated[list[_Option], Field(max_length=10_000)] | None = None
-    selected_date: Annotated[str, Field(max_length=32)] | None = None
-
-
-class _Action(_Element):
-    action_id: _Id
-    block_id: _Id
-
-
-class _State(_Model):
-    values: dict[str, dict[str, _Element]] = {}
-
-
-class _ActionView(_Model):
-    """The view a click was made in (absent for a click on a message)."""
-
-    type: _Id
-    id: _Id | None = None
-    state: _State | None = None
-
-
-class _BlockActions(_Model):
-    type: Literal["block_actions"]
-    user: _User
-    actions: Annotated[list[_Action], Field(min_length=1, max_length=25)]
-    channel: _Channel | None = None
-    container: _Container | None = None
-    message: _Message | None = None
-    state: _State | None = None
-    view: _ActionView | None = None
-    trigger_id: _Id | None = None
-    response_url: Annotated[str, Field(max_length=2000)] | None = None
-
-
-class _View(_Model):
-    id: _Id | None = None
-    callback_id: Literal["hb:modal", "hb:deny_modal", "hb:edit_modal"]
-    private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
-    state: _State = _State()
-
-
-class _ViewSubmission(_Model):
-    type: Literal["view_submission"]
-    team: _Team | None = None
-    user: _User
-    view: _View
-
-
-class _CommandOrigin(_Model):
+class _CommandOrigin(Model):
     command: Annotated[str, Field(pattern=r"^/[^\s]{1,80}$")]
     channel: Annotated[str, Field(min_length=1, max_length=40)]
     user: Annotated[str, Field(min_length=1, max_length=40)]
-
-
-class _CommandView(_Model):
-    id: _Id
-    callback_id: Literal["hb:command_modal"]
-    private_metadata: Annotated[str, Field(min_length=1, max_length=3000)]
-    state: _State = _State()
-
-
-class _CommandSubmission(_Model):
-    type: Literal["view_submission"]
-    team: _Team | None = None
-    user: _User
-    view: _CommandView
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -238,11 +152,17 @@ class CommandSubmission:
     """The workspaces the payload names (`team.id`, `user.team_id`)."""
 
 
-def _teams(team: _Team | None, user: _User) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t for t in (team.id if team else None, user.team_id) if t))
+def _teams(body: ViewSubmission) -> tuple[str, ...]:
+    """The workspaces a submission names; a team given as anything but an object with its id
+    is no payload Slack sends, and is refused."""
+    team = body.team
+    if team is not None and not (isinstance(team, Named) and team.id):
+        raise InvalidAnswer("This form is not one handback can read (team: not an object).")
+    named = team.id if isinstance(team, Named) else None
+    return tuple(dict.fromkeys(t for t in (named, body.user.team_id) if t))
 
 
-def _input_value(element: _Element) -> InputValue:
+def _input_value(element: Element) -> InputValue:
     selected: list[str] = []
     if element.selected_option is not None:
         selected.append(element.selected_option.value)
@@ -265,20 +185,21 @@ def _model_input(payload: Any) -> Any:
 def parse_block_action(payload: dict[str, Any]) -> CardAction:
     """The first `hb:` action of a `block_actions` payload; `InvalidAnswer` when there is none."""
     try:
-        body = _BlockActions.model_validate(_model_input(payload))
+        body = BlockActions.model_validate(_model_input(payload))
     except ValidationError as exc:
         raise _invalid("click", exc) from None
     for clicked in body.actions:
         name = parse_action_id(clicked.action_id)
-        ids = parse_block_id(clicked.block_id)
+        ids = parse_block_id(clicked.block_id) if clicked.block_id else None
         if name is None or ids is None:
             continue
         interaction_id = ids[0]
         value = clicked.value
         if clicked.selected_option is not None:
             value = clicked.selected_option.value
-        container = body.container or _Container()
-        if body.channel and container.channel_id and body.channel.id != container.channel_id:
+        container = body.container or Container()
+        channel = body.channel.id if body.channel else None
+        if channel and container.channel_id and channel != container.channel_id:
             # Slack names the card's channel twice; a click that disagrees with itself is not
             # taken from either.
             raise InvalidAnswer("This click names two different channels.")
@@ -293,8 +214,8 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
             value=value,
             selected=selected,
             user_id=body.user.id,
-            channel_id=body.channel.id if body.channel else container.channel_id,
-            message_ts=message.ts if message else container.message_ts,
+            channel_id=channel or container.channel_id,
+            message_ts=(message.ts if message else None) or container.message_ts,
             thread_ts=(message.thread_ts if message else None) or container.thread_ts,
             trigger_id=body.trigger_id,
             response_url=body.response_url,
@@ -303,7 +224,7 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
     raise InvalidAnswer("This button is not one of handback's.")
 
 
-def _origin(body: _BlockActions, container: _Container) -> ClickOrigin:
+def _origin(body: BlockActions, container: Container) -> ClickOrigin:
     """`home` for a click in the Home tab, else `message`; a click that says it was made in Home
     but also names a channel or a message contradicts itself and is taken from neither."""
     in_home = container.type == "view" and body.view is not None and body.view.type == "home"
@@ -314,7 +235,7 @@ def _origin(body: _BlockActions, container: _Container) -> ClickOrigin:
     return "home"
 
 
-def _card_selection(state: _State | None, interaction_id: str, clicked: _Action) -> tuple[str, ...]:
+def _card_selection(state: State | None, interaction_id: str, clicked: Element) -> tuple[str, ...]:
     """The options ticked in this card's multi-select, from the state Slack attaches (the
     message's, or the Home view's)."""
     if clicked.selected_options is not None:
@@ -332,26 +253,40 @@ def _card_selection(state: _State | None, interaction_id: str, clicked: _Action)
     return tuple(selected)
 
 
-def parse_view_submission(payload: dict[str, Any]) -> ModalSubmission:
-    """A `view_submission` of one of our modals; `InvalidAnswer` for anything else."""
+def _submitted(
+    payload: Any, callbacks: Mapping[str, CallbackName]
+) -> tuple[ViewSubmission, CallbackName, str]:
+    """The `view_submission` of one of `callbacks`' views, its callback and its
+    `private_metadata`."""
     try:
-        body = _ViewSubmission.model_validate(_model_input(payload))
+        body = ViewSubmission.model_validate(_model_input(payload))
     except ValidationError as exc:
         raise _invalid("form", exc) from None
-    values = _state_values(body.view.state)
+    callback = callbacks.get(body.view.callback_id)
+    if callback is None:
+        raise InvalidAnswer("This form is not one handback can read (view.callback_id).")
+    metadata = body.view.private_metadata
+    if not metadata or len(metadata) > _METADATA_LIMIT:
+        raise InvalidAnswer("This form is not one handback can read (view.private_metadata).")
+    return body, callback, metadata
+
+
+def parse_view_submission(payload: dict[str, Any]) -> ModalSubmission:
+    """A `view_submission` of one of our modals; `InvalidAnswer` for anything else."""
+    body, callback, metadata = _submitted(payload, _CALLBACKS)
     return ModalSubmission(
-        interaction_id=body.view.private_metadata,
-        callback_id=body.view.callback_id,
+        interaction_id=metadata,
+        callback_id=callback,
         user_id=body.user.id,
         view_id=body.view.id,
-        values=values,
-        teams=_teams(body.team, body.user),
+        values=_state_values(body.view.state),
+        teams=_teams(body),
     )
 
 
-def _state_values(state: _State) -> dict[str, InputValue]:
+def _state_values(state: State | None) -> dict[str, InputValue]:
     values: dict[str, InputValue] = {}
-    for block, elements in state.values.items():
+    for block, elements in (state.values if state else {}).items():
         element = elements.get(ACTION_INPUT)
         if element is not None:
             values[block] = _input_value(element)
@@ -360,9 +295,11 @@ def _state_values(state: _State) -> dict[str, InputValue]:
 
 def parse_command_submission(payload: dict[str, Any]) -> CommandSubmission:
     """A `view_submission` of a command's form; `InvalidAnswer` for anything else."""
+    body, _, metadata = _submitted(payload, {"hb:command_modal": "hb:command_modal"})
+    if not body.view.id:
+        raise InvalidAnswer("This form is not one handback can read (view.id).")
     try:
-        body = _CommandSubmission.model_validate(_model_input(payload))
-        origin = _CommandOrigin.model_validate_json(body.view.private_metadata)
+        origin = _CommandOrigin.model_validate_json(metadata)
     except ValidationError as exc:
         raise _invalid("form", exc) from None
     return CommandSubmission(
@@ -370,5 +307,5 @@ def parse_command_submission(payload: dict[str, Any]) -> CommandSubmission:
         user_id=body.user.id,
         view_id=body.view.id,
         values=_state_values(body.view.state),
-        teams=_teams(body.team, body.user),
+        teams=_teams(body),
     )

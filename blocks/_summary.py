@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
-from state import InteractionRecord
+from state import InteractionRecord, is_approval, kind_of
 
 from ._elicit import elicitation_blocks
 from ._kit import HEADER_LIMIT, SECTION_LIMIT, header, section
@@ -23,7 +23,7 @@ _TEXT_KEYS: Final = ("question", "prompt", "message", "text", "action", "title",
 def _title(record: InteractionRecord) -> str:
     # One title for every state of the card: only its status line changes once it is settled,
     # so a person recognises the card they saw pending (and Slack's notification text matches).
-    match record.kind:
+    match kind_of(record):
         case "approval":
             return "Approval request"
         case "confirm":
@@ -32,14 +32,16 @@ def _title(record: InteractionRecord) -> str:
             return "Question"
         case "elicitation":
             return "Question from an MCP server"
-        case kind:
-            words = kind.replace("_", " ").strip() or "input"
+        case "custom":
+            words = record.kind.replace("_", " ").strip() or "input"
             return f"Request: {words}"
+        case unreachable:
+            assert_never(unreachable)
 
 
 def main_text(record: InteractionRecord) -> tuple[str | None, str | None]:
     """`(key, text)` of the sentence the payload asks, if any."""
-    keys = ("tool",) if record.kind == "approval" else _TEXT_KEYS
+    keys = ("tool",) if is_approval(record) else _TEXT_KEYS
     for key in keys:
         value = record.payload.get(key)
         if isinstance(value, str) and value.strip():
@@ -95,23 +97,28 @@ def summary_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
     """Header and content of the card, without controls or status (at most 3 blocks); the same
     whether the card is pending, answered or closed."""
     blocks = [header(_title(record))]
-    if record.kind == "approval":
-        return blocks + _approval_blocks(record)
-    if record.kind == "elicitation":
-        return blocks + elicitation_blocks(record)
-    key, text = main_text(record)
-    if text is not None:
-        blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))
-    if record.kind in ("confirm", "ask_user", "ask_user_multi") and text is not None:
-        return blocks
-    return blocks + _payload_rest(record, key)
+    kind = kind_of(record)
+    match kind:
+        case "approval":
+            return blocks + _approval_blocks(record)
+        case "elicitation":
+            return blocks + elicitation_blocks(record)
+        case "confirm" | "ask_user" | "ask_user_multi" | "custom":
+            key, text = main_text(record)
+            if text is not None:
+                blocks.append(section(cut_mrkdwn(text, SECTION_LIMIT)))
+            if kind != "custom" and text is not None:
+                return blocks
+            return blocks + _payload_rest(record, key)
+        case unreachable:
+            assert_never(unreachable)
 
 
 def fallback(record: InteractionRecord, suffix: str = "") -> str:
     """The plain `text` of the message, which notifications show; `suffix` is safe mrkdwn."""
     _, text = main_text(record)
     title = cut_mrkdwn(_title(record), HEADER_LIMIT)
-    if record.kind == "approval":
+    if is_approval(record):
         tool = to_display(record.payload.get("tool", "?"))
         subject = inline_code(tool, _TOOL_LIMIT)
     else:

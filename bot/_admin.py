@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TextIO, assert_never
 
 from blocks import show_hidden
-from state import AUDIT_CAP, AuditEntry, InteractionRecord, open_store
+from state import AUDIT_CAP, AuditEntry, InteractionRecord, is_approval, open_store
 
 from ._audit_filter import AuditFilter, tool_of
 from ._redact import redact
@@ -126,7 +126,7 @@ async def print_audit(
 def _pending_view(record: InteractionRecord, now: float) -> dict[str, Any]:
     """What `pending` shows of one interaction; arguments and payload with every
     secret-looking value hidden (the runtime hid the tool's own `redact` names already)."""
-    approval = record.kind == "approval"
+    approval = is_approval(record)
     arguments = record.payload.get("arguments") if approval else None
     return {
         "interaction_id": record.interaction_id,

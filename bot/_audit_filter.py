@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import get_args
 
-from state import AuditAction, AuditEntry, InteractionRecord, UsageError
+from state import AuditAction, AuditEntry, InteractionRecord, UsageError, is_approval
 
 __all__ = ["OUTCOMES", "AuditFilter", "parse_outcomes", "parse_time", "tool_of"]
 
@@ -96,7 +96,7 @@ class AuditFilter:
 
 def tool_of(record: InteractionRecord) -> str | None:
     """The tool an approval is about; None for questions."""
-    if record.kind != "approval":
+    if not is_approval(record):
         return None
     tool = record.payload.get("tool")
     return tool if isinstance(tool, str) else None

@@ -18,6 +18,7 @@ from ._grant import Grant, used_grant
 from ._health import missing_sqlite_file, resolve_store_url
 from ._inbox import WorkItem
 from ._keys import AUDIT_CAP
+from ._kinds import InteractionKind, is_approval, is_elicitation, kind_of
 from ._open import open_store
 from ._protocol import (
     AuditLog,
@@ -62,6 +63,7 @@ __all__ = [
     "GrantStore",
     "HandbackError",
     "Inbox",
+    "InteractionKind",
     "InteractionRecord",
     "InteractionStatus",
     "InteractionStore",
@@ -83,6 +85,9 @@ __all__ = [
     "WorkItem",
     "approval_of",
     "check_schema",
+    "is_approval",
+    "is_elicitation",
+    "kind_of",
     "mask_url",
     "missing_sqlite_file",
     "open_store",

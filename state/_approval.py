@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import ApprovalRuleError, CorruptRecordError
+from ._kinds import is_approval
 from ._records import InteractionRecord
 
 __all__ = ["RULE_KEY", "Approval", "GrantScope", "approval_of"]
@@ -176,7 +177,7 @@ def approval_of(record: InteractionRecord) -> Approval | None:
     Raises `CorruptRecordError` when the stored rule does not read back as one: an approval
     path must refuse then, never fall back to a laxer rule.
     """
-    if record.kind != "approval":
+    if not is_approval(record):
         return None
     raw = record.payload.get(RULE_KEY)
     if raw is None:

@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from ._approval import GrantScope
 from ._codec import text
 from ._errors import CorruptRecordError, UsageError
+from ._kinds import is_approval
 from ._records import InteractionRecord
 
 __all__ = [
@@ -92,7 +93,7 @@ class Grant:
         only, with the argument values it pins. Expiry and revokes are the store's to check."""
         if self.needs_renewal:
             return "it was stored before grants were bound to a tool and requesters"
-        if record.kind != "approval" or record.payload.get("tool") != self.tool:
+        if not is_approval(record) or record.payload.get("tool") != self.tool:
             return "it was given on another tool"
         if record.runnable_path != self.path:
             return f"it was given on the tool at `{self.path}`, not `{record.runnable_path}`"
@@ -128,7 +129,7 @@ def grant_id_for(interaction_id: str) -> str:
 def used_grant(record: InteractionRecord) -> str | None:
     """The id of the grant an approval was answered under, if it was (its answer names it)."""
     answer = record.answer
-    if record.kind != "approval" or record.status != "answered" or not isinstance(answer, dict):
+    if not is_approval(record) or record.status != "answered" or not isinstance(answer, dict):
         return None
     grant_id = answer.get("grant")
     return grant_id if isinstance(grant_id, str) and grant_id.startswith("grant_") else None

@@ -25,11 +25,13 @@ from ._records import (
 )
 
 __all__ = [
+    "AnswerStore",
     "AuditLog",
     "AuditedInteractions",
     "Backlog",
     "CallQueue",
     "CardWork",
+    "ClickStore",
     "ConversationStore",
     "GrantStore",
     "GrantWork",
@@ -38,6 +40,8 @@ __all__ = [
     "Inbox",
     "InboxWork",
     "InteractionStore",
+    "RecoveryStore",
+    "ReplyStore",
     "Routing",
     "RunStore",
     "StopWork",
@@ -476,3 +480,26 @@ class Store(
 
     async def aclose(self) -> None:
         """Release connections; closing twice is fine."""
+
+
+@runtime_checkable
+class ClickStore(InteractionStore, GrantStore, AuditLog, Protocol):
+    """What taking a click uses: its interaction, the grant a Home revoke names, the audit."""
+
+
+@runtime_checkable
+class ReplyStore(ConversationStore, InteractionStore, RunStore, Protocol):
+    """What answering in a thread uses: the thread's run and that run's interactions."""
+
+
+@runtime_checkable
+class RecoveryStore(RunStore, InteractionStore, Inbox, Protocol):
+    """What recovery uses: runs settled but never resumed, and the inbox their resume is queued
+    in."""
+
+
+@runtime_checkable
+class AnswerStore(
+    RunStore, InteractionStore, ConversationStore, AuditLog, Inbox, GrantStore, Protocol
+):
+    """What the Slack app's click path uses in all (everything but Home's viewers)."""

@@ -17,8 +17,6 @@ OWNERS: dict[tuple[str, str], str] = {
     "close it (`aclose`), so it holds the whole store",
     ("slack/_app.py", "SlackBot.__init__"): "the app owns the store for its life: it lends it "
     "to the agent, hands each part its narrow view and closes it",
-    ("slack/_answers.py", "Answers.__init__"): "the click path, being split into modules that "
-    "take narrow Protocols of their own (the engine-clickpath work); remove this entry then",
 }
 """(module under `bot/`, function) -> why it takes the whole `Store`."""
 

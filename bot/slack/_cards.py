@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import blocks
-from state import AuditEntry, CorruptRecordError, InteractionRecord
+from state import AuditEntry, CorruptRecordError, InteractionRecord, is_approval
 
 # A combination of the store's boundaries named for its user, kept out of state.__all__
 from state._protocol import CardWork
@@ -124,7 +124,7 @@ class Cards:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,
         instead of leaving a card that can only expire."""
         if (
-            record.kind != "approval"
+            not is_approval(record)
             or not is_dm(thread.channel)
             or self.policy is None
             or self.members is None
@@ -185,7 +185,7 @@ class Cards:
     def approvers_of(self, record: InteractionRecord) -> tuple[str, ...] | None:
         """Who the policy lets approve `record`, for its card; None for a question, without a
         policy, or for a rule that does not read back (the card then names nobody)."""
-        if record.kind != "approval" or self.policy is None:
+        if not is_approval(record) or self.policy is None:
             return None
         try:
             return self.policy.approvers_of(record)
@@ -282,7 +282,7 @@ def _expiry(payload: dict[str, Any], default: float) -> float:
 def _stopped_note(record: InteractionRecord, reason: str) -> str:
     """The line of a card its stop closed: for an approval, that its tool did not run (nothing
     resumes the request now, answered or not)."""
-    if record.kind != "approval":
+    if not is_approval(record):
         return f":octagonal_sign: This request was {reason}."
     name = str(record.payload.get("tool", "the tool")).replace("`", "")[:100]
     tool = f"`{blocks.escape(name)}`"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any
+from typing import Any, Final, Literal, TypeGuard, assert_never, get_args
 
 import blocks
 from state import StoreError, WorkItem
@@ -21,7 +21,21 @@ from ._conversation import Conversations
 from ._turns import Thread
 from ._worker import Work
 
-__all__ = ["NOT_RECORDED", "SORRY", "Dispatch", "mention_of"]
+__all__ = [
+    "NOT_RECORDED",
+    "SORRY",
+    "WORK_KINDS",
+    "Dispatch",
+    "WorkKind",
+    "is_work_kind",
+    "mention_of",
+]
+
+WorkKind = Literal["event", "action", "view", "stop", "command", "recover"]
+"""What an inbox item is: a Slack event, a click, a modal's answer, a stop, a slash command, or
+the resume of a settled run (`Recovery`)."""
+
+WORK_KINDS: Final = frozenset(get_args(WorkKind))
 
 log = logging.getLogger("handback.slack")
 
@@ -65,24 +79,29 @@ class Dispatch:
             about=item.about,
             interaction=item.interaction,
         )
-        if item.kind == "event":
-            await self._work_event(body, work)
-        elif item.kind == "action":
-            await self.on_click(body["payload"], work)
-        elif item.kind == "view":
-            await self._on_modal_answer(body, work)
-        elif item.kind == "stop":
-            thread = Thread(channel=str(body["channel"]), thread_ts=str(body["thread_ts"]))
-            claimed = body.get("run_id")
-            await self.conversations.stop(
-                thread, user=str(body["user"]), claimed=str(claimed) if claimed else None
-            )
-        elif item.kind == "command":
-            await self._on_command(body, work)
-        elif item.kind == "recover":
-            await self.answers.recover_run(str(body["run_id"]), work=work)
-        else:
-            log.error("dropping work item %s of unknown kind %r", item.item_id, item.kind)
+        kind = item.kind
+        if not is_work_kind(kind):
+            log.error("dropping work item %s of unknown kind %r", item.item_id, kind)
+            return
+        match kind:
+            case "event":
+                await self._work_event(body, work)
+            case "action":
+                await self.on_click(body["payload"], work)
+            case "view":
+                await self._on_modal_answer(body, work)
+            case "stop":
+                thread = Thread(channel=str(body["channel"]), thread_ts=str(body["thread_ts"]))
+                claimed = body.get("run_id")
+                await self.conversations.stop(
+                    thread, user=str(body["user"]), claimed=str(claimed) if claimed else None
+                )
+            case "command":
+                await self._on_command(body, work)
+            case "recover":
+                await self.answers.recover_run(str(body["run_id"]), work=work)
+            case unreachable:
+                assert_never(unreachable)
 
     async def _work_event(self, item: dict[str, Any], work: Work) -> None:
         body: dict[str, Any] = item["payload"]
@@ -213,3 +232,9 @@ def _without_mention(text: str, bot_user_id: str | None) -> str:
 def mention_of(bot_user_id: str) -> re.Pattern[str]:
     """`<@U…>`, and the labelled `<@U…|name>` that some clients and API posts still send."""
     return re.compile(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>")
+
+
+def is_work_kind(kind: str) -> TypeGuard[WorkKind]:
+    """Whether this process knows what to do with an item of `kind` (a newer process in a
+    rolling upgrade may enqueue a kind an older one does not know)."""
+    return kind in WORK_KINDS

@@ -31,6 +31,7 @@ from state import (
     GrantStore,
     InteractionRecord,
     approval_of,
+    is_approval,
     used_grant,
 )
 
@@ -56,7 +57,7 @@ def given_scope(record: InteractionRecord) -> GrantScope | None:
     """The grant an answered approval gave with it (the card's grant buttons), if any."""
     answer = record.answer
     if (
-        record.kind != "approval"
+        not is_approval(record)
         or not isinstance(answer, dict)
         or answer.get("approved") is not True
         or answer.get("arguments") is not None
@@ -204,7 +205,7 @@ class Grants:
         the person who gave it may approve this very request now: on the approvers list, and
         not anyone who shaped the turn that asks (four eyes hold under grants too).
         """
-        if record.kind != "approval" or not record.channel or record.status != "pending":
+        if not is_approval(record) or not record.channel or record.status != "pending":
             return None
         try:
             rule = approval_of(record)

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import blocks
 from blocks import Decision
-from state import CorruptRecordError, InteractionRecord
+from state import CorruptRecordError, InteractionRecord, is_approval
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._keys import HOME_VIEWER_TTL
@@ -67,10 +67,10 @@ async def home_refusal(
     must take their answer and name them (see the module docstring). Fails closed."""
     if await policy.refusal(record, user, members) is not None:
         return NOT_IN_HOME
-    if record.requester == user and record.kind != "approval":
+    if record.requester == user and not is_approval(record):
         return None
     try:
-        named = policy.approvers_of(record) if record.kind == "approval" else policy.answerers
+        named = policy.approvers_of(record) if is_approval(record) else policy.answerers
         if named and await is_member(user, named, members):
             return None
     except (GroupLookupFailed, CorruptRecordError) as error:
@@ -221,7 +221,7 @@ class Home:
 def _shown(record: InteractionRecord | None) -> str | None:
     """An approval's arguments as `k=v` pairs, secret-looking values hidden (the runtime hid the
     tool's own `redact` names already), for the "Recently decided" line."""
-    if record is None or record.kind != "approval":
+    if record is None or not is_approval(record):
         return None
     arguments = record.payload.get("arguments")
     if not isinstance(arguments, dict) or not arguments:

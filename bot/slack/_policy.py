@@ -24,16 +24,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import assert_never
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from blocks import ANYONE, ELICITATION
+from blocks import ANYONE
 
 # Used only by the Slack app's internals, kept out of `blocks.__all__` (not for users).
 from blocks._text import mention
-from state import CorruptRecordError, InteractionRecord, approval_of
+from state import CorruptRecordError, InteractionRecord, approval_of, is_approval, kind_of
 
 # Used only by the Slack app's internals, kept out of `state.__all__` (not for users).
 from state._approval_answer import approves
@@ -153,12 +154,16 @@ class AnswerPolicy:
     ) -> str | None:
         """Why `user` may not answer `record`, or None; `denying` for a Deny on an approval."""
         try:
-            if record.kind == "approval":
-                return await self._approval_refusal(record, user, members, denying=denying)
-            if record.kind == ELICITATION:
-                return await _elicitation_refusal(record, user, members)
-            if self.answerers and not await _is_member(user, self.answerers, members):
-                return "You are not on the list of people who may answer these questions."
+            match kind_of(record):
+                case "approval":
+                    return await self._approval_refusal(record, user, members, denying=denying)
+                case "elicitation":
+                    return await _elicitation_refusal(record, user, members)
+                case "confirm" | "ask_user" | "ask_user_multi" | "custom":
+                    if self.answerers and not await _is_member(user, self.answerers, members):
+                        return "You are not on the list of people who may answer these questions."
+                case unreachable:
+                    assert_never(unreachable)
         except GroupLookupFailed as error:
             # Failing closed is the only safe reading of a policy that cannot be checked.
             return (
@@ -190,7 +195,7 @@ class AnswerPolicy:
         checked: each vote of a rule that needs several (pending or answered), else the approver
         of an answered one. `members` should read user groups fresh: this is the check made
         again just before the run resumes (or a vote completes)."""
-        if record.kind != "approval":
+        if not is_approval(record):
             return {}
         if record.status == "answered" and approves(record.answer):
             voters = [vote.user for vote in record.votes]

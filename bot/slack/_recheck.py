@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import blocks
-from state import AuditEntry, InteractionRecord, InteractionStore
+from state import AuditEntry, InteractionRecord, InteractionStore, is_approval
 
 from ._cards import Cards
 from ._chat import Chat
@@ -57,7 +57,7 @@ class Recheck:
         so every earlier voter is checked too, and the vote of each who may no longer approve
         is withdrawn first (audited; the card says so): the click then counts as what it now
         is, and the tool never runs on fewer valid approvals than the rule asks."""
-        if record.kind != "approval" or record.status != "pending":
+        if not is_approval(record) or record.status != "pending":
             return None, None
         members = read_once(self.fresh_members)
         denying = not approves(answer)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 
-from state import ConversationStore, StoreError
+from state import ConversationStore, StoreError, is_approval
 
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._records import ThreadStop
@@ -171,7 +171,7 @@ class AgentTurn:
         words that stay true after the answer (the card is the request; the resumed turn
         shows the call run in its own stream)."""
         tool = _short(str(event.payload.get("tool", "")), _TITLE)
-        if event.kind != "approval":
+        if not is_approval(event):
             title = "Asked on the card below"
         elif granted:
             title = f"{tool}: approved under a standing grant, no card"

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from state import AuditEntry, InteractionRecord, StopGuard, ThreadStop
+from state import AuditEntry, InteractionRecord, StopGuard, ThreadStop, is_approval
 
 # A combination of the store's boundaries named for its user, kept out of state.__all__
 from state._protocol import StopWork
@@ -160,6 +160,6 @@ def _what_runs(records: list[InteractionRecord]) -> str:
         f"`{escape(str(record.payload.get('tool', 'a tool')))}` approved by "
         f"{mention(record.answered_by)}"
         for record in records
-        if record.status == "answered" and record.kind == "approval"
+        if record.status == "answered" and is_approval(record)
     ]
     return (", ".join(said) or "an answer was taken") + "."

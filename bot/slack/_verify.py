@@ -2,9 +2,11 @@
 
 Every request is verified against the signing secret (slack_sdk's `SignatureVerifier`, Slack's
 5-minute window) before its body is parsed, and anything unverified gets a 401 and one log line.
-A verified body must then fit the pydantic models below, which type every field Bolt or the
-listeners read: a body that does not fit gets a 400 (an event gets its ack, so Slack does not
-send it again) and one log line, and never reaches Bolt. Socket Mode payloads arrive verified,
+A verified body must then fit the pydantic models below (a click's and a form's are the ones
+the worker reads them with, `blocks/_slack_models.py`), which type every field Bolt, the
+listeners or the worker read and ignore every other: a body that does not fit gets a 400 (an
+event gets its ack, so Slack does not send it again) and one log line, and never reaches Bolt.
+Socket Mode payloads arrive verified,
 so `CheckedSocketModeHandler` checks only the second half (`check_payload`).
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 from aiohttp import web
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -33,6 +35,18 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from yarl import query_to_pairs
 
 import blocks
+
+# The models of the payloads that carry a click or a form live with the code that reads them
+# (`blocks/_slack_models.py`): one model each, checked here and read there.
+from blocks._slack_models import (
+    BlockActions,
+    Context,
+    Envelope,
+    Id,
+    Model,
+    Nested,
+    ViewSubmission,
+)
 from state import HandbackError
 
 from .. import _metrics
@@ -68,88 +82,16 @@ _STOP_EVENT: Final = "agent_session_stopped"
 _HOME_EVENT: Final = "app_home_opened"
 _REASON_LIMIT: Final = 200
 
-
-_ID_LIMIT: Final = 255
-"""Characters an id may have: Slack's longest (a `block_id`, an `action_id`) are 255 at most."""
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
-"""What no id holds: control characters (NUL among them) and surrogates, which are no text."""
-
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape of a surrogate (`\\ud83d`): a pair is an emoji, a lone one no text at all."""
 
 
-def _plain(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("an id holds a control character or is not valid text")
-    return value
-
-
-Id = Annotated[str, Field(max_length=_ID_LIMIT), AfterValidator(_plain)]
-"""An id Slack sends (user, channel, team, ts, event_id, trigger_id, action_ts, ...): short,
-printable text. Anything else is refused at the edge, before it reaches a log, a store key or
-a Lua script."""
-
-
-class _Model(BaseModel):
-    # Strict: a number is not a string and a string is not a bool, as in Slack's own payloads.
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
-
-
-class _Named(_Model):
-    """A user, channel, team or enterprise given as an object."""
-
-    id: Id | None = None
-
-
-class _Context(_Model):
-    """Fields Bolt reads to build its context, at any level it looks: the wrong type in any of
-    them makes Bolt raise before a listener runs."""
-
-    user: Id | _Named | None = None
-    user_id: Id | None = None
-    channel: Id | _Named | None = None
-    channel_id: Id | None = None
-    thread_ts: Id | None = None
-    team: Id | _Named | None = None
-    team_id: Id | None = None
-    enterprise: Id | _Named | None = None
-    enterprise_id: Id | None = None
-    is_enterprise_install: bool | None = None
-    authorizations: list[_Context] | None = None
-
-
-class _Nested(_Context):
-    """An object Bolt looks into for the user or the thread (`message`, `item` and the like)."""
-
-
-class _ResponseUrl(_Model):
-    response_url: str | None = None
-
-
-class _Envelope(_Context):
-    type: str
-    is_ext_shared_channel: bool | None = None
-    context_team_id: Id | None = None
-    context_enterprise_id: Id | None = None
-    function_execution_id: Id | None = None
-    api_app_id: Id | None = None
-    bot_access_token: str | None = None
-    function_data: dict[str, Any] | None = None
-    response_url: str | None = None
-    response_urls: list[_ResponseUrl] | None = None
-    message: _Nested | None = None
-    previous_message: _Nested | None = None
-    item: _Nested | None = None
-    assistant_thread: _Nested | None = None
-
-
-class UrlVerification(_Envelope):
+class UrlVerification(Envelope):
     type: Literal["url_verification"]
     challenge: Annotated[str, Field(max_length=1000)]
 
 
-class PersonEvent(_Context):
+class PersonEvent(Context):
     """A `message` or `app_mention` event: what decides whether it is a prompt, and where."""
 
     type: Literal["message", "app_mention"]
@@ -166,11 +108,11 @@ class PersonEvent(_Context):
     function_execution_id: Id | None = None
     bot_access_token: str | None = None
     inputs: dict[str, Any] | None = None
-    message: _Nested | None = None
-    previous_message: _Nested | None = None
+    message: Nested | None = None
+    previous_message: Nested | None = None
 
 
-class SessionStopped(_Model):
+class SessionStopped(Model):
     """`agent_session_stopped`: someone pressed stop on the thread's agent session."""
 
     type: Literal["agent_session_stopped"]
@@ -180,11 +122,11 @@ class SessionStopped(_Model):
     user_team: Id | None = None
     """The workspace of the person who pressed stop, when Slack says (a shared channel)."""
     team: Id | None = None
-    streaming_message_ts: list[Id] = []
+    streaming_message_ts: list[Id] = Field(default_factory=list)
     event_ts: Id | None = None
 
 
-class _StopCallback(_Envelope):
+class _StopCallback(Envelope):
     type: Literal["event_callback"]
     event_id: Id | None = None
     event: SessionStopped
@@ -199,7 +141,7 @@ def session_stopped(body: Any) -> SessionStopped | None:
         return None
 
 
-class HomeOpened(_Model):
+class HomeOpened(Model):
     """`app_home_opened`: someone opened one of the app's tabs (`home`, `messages`, `about`)."""
 
     type: Literal["app_home_opened"]
@@ -209,7 +151,7 @@ class HomeOpened(_Model):
     event_ts: Id | None = None
 
 
-class _HomeCallback(_Envelope):
+class _HomeCallback(Envelope):
     type: Literal["event_callback"]
     event_id: Id | None = None
     event: HomeOpened
@@ -224,74 +166,23 @@ def home_opened(body: Any) -> HomeOpened | None:
         return None
 
 
-class _AnyEvent(_Model):
+class _AnyEvent(Model):
     type: str
 
 
-class EventCallback(_Envelope):
+class EventCallback(Envelope):
     type: Literal["event_callback"]
     event_id: Id | None = None
     event: _AnyEvent
 
 
-class _PersonCallback(_Envelope):
+class _PersonCallback(Envelope):
     type: Literal["event_callback"]
     event_id: Id | None = None
     event: PersonEvent
 
 
-class _Container(_Model):
-    channel_id: Id | None = None
-    message_ts: Id | None = None
-    thread_ts: Id | None = None
-
-
-class _Action(_Model):
-    action_id: Id
-    block_id: Id | None = None
-    action_ts: Id | None = None
-
-
-class _State(_Model):
-    values: dict[str, dict[str, dict[str, Any]]] = {}
-
-
-class _View(_Model):
-    type: str
-    """`modal`; Bolt reads it to tell workflow steps apart."""
-    id: Id | None = None
-    callback_id: Id
-    private_metadata: str | None = None
-    blocks: list[dict[str, Any]] | None = None
-    state: _State | None = None
-    team_id: Id | None = None
-    app_installed_team_id: Id | None = None
-
-
-class _User(_Named):
-    id: Id
-    team_id: Id | None = None
-
-
-class BlockActions(_Envelope):
-    type: Literal["block_actions"]
-    user: _User
-    actions: Annotated[list[_Action], Field(min_length=1)]
-    channel: _Named | None = None
-    container: _Container | None = None
-    trigger_id: Id | None = None
-    view: _View | None = None
-    state: _State | None = None
-
-
-class ViewSubmission(_Envelope):
-    type: Literal["view_submission"]
-    user: _User
-    view: _View
-    trigger_id: Id | None = None
-
-
-class SlashCommand(_Model):
+class SlashCommand(Model):
     """A slash command, as Slack POSTs it (a form, so every field is text)."""
 
     command: Annotated[str, Field(pattern=r"^/[^\s]{1,80}$")]
@@ -307,7 +198,7 @@ class SlashCommand(_Model):
     channel_name: str | None = None
 
 
-_ROUTED: Final[dict[str, type[_Envelope]]] = {
+_ROUTED: Final[dict[str, type[Envelope]]] = {
     "url_verification": UrlVerification,
     "event_callback": EventCallback,
     "block_actions": BlockActions,
@@ -326,7 +217,7 @@ def _reason(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def _check(model: type[_Model], body: Mapping[str, Any]) -> None:
+def _check(model: type[Model], body: Mapping[str, Any]) -> None:
     try:
         model.model_validate(body)
     except ValidationError as error:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from state import CorruptRecordError, InteractionRecord, InteractionStore, approval_of
+from state import CorruptRecordError, InteractionRecord, InteractionStore, approval_of, is_approval
 
 # Used only by the Slack app's internals, kept out of `state.__all__` (not for users).
 from state._approval_answer import approves
@@ -99,7 +99,7 @@ def votes_needed(record: InteractionRecord, answer: Any) -> int:
     """How many distinct approvers `answer` is one of: the rule's count for an Approve, 1 for
     a denial (one ends it) and for anything but an approval. Fails closed: a rule that does not
     read back is refused (the policy already refused it; this is the claim's own check)."""
-    if record.kind != "approval" or not approves(answer):
+    if not is_approval(record) or not approves(answer):
         return 1
     try:
         rule = approval_of(record)
