@@ -277,6 +277,11 @@ class Answers:
                 await self.accept(
                     record, user=action.user_id, answer=answer, work=work, home=in_home
                 )
+                if blocks.is_url_mode(record) and action.response_url:
+                    # An ephemeral card: its click's URL is the one way to show it answered.
+                    await self.conversations.cards.replace_clicked(
+                        record.interaction_id, action.response_url
+                    )
         except (Refusal, InvalidAnswer) as error:
             if isinstance(error, Refusal) and error.record is not None:
                 record = error.record

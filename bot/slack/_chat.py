@@ -195,6 +195,21 @@ class Chat:
             log.warning("refused to answer through a response_url not at Slack")
             return False
         body = {"response_type": "ephemeral", "replace_original": False, "text": fit_text(text)}
+        return await self._respond(response_url, body)
+
+    async def replace_clicked(
+        self, response_url: str, text: str, *, blocks: list[dict[str, Any]]
+    ) -> bool:
+        """Replace the message a click came from through the click's `response_url`
+        (`replace_original`): the only way to change an ephemeral message, which `chat.update`
+        cannot find. Only to Slack's hosts, as `respond`."""
+        if not _slack_url(response_url, str(self.client.base_url)):
+            log.warning("refused to answer through a response_url not at Slack")
+            return False
+        body = {"replace_original": True, "text": fit_text(text), "blocks": blocks}
+        return await self._respond(response_url, body)
+
+    async def _respond(self, response_url: str, body: dict[str, Any]) -> bool:
         try:
             timeout = aiohttp.ClientTimeout(total=_RESPOND_SECONDS)
             async with (
@@ -222,11 +237,19 @@ class Chat:
         return data is not None
 
     async def ephemeral(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
     ) -> bool:
         kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": fit_text(text)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
+        if blocks is not None:
+            kwargs["blocks"] = blocks
         return await self._call("chat_postEphemeral", **kwargs) is not None
 
     async def react(self, channel: str, ts: str, name: str) -> bool:
