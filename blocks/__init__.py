@@ -35,7 +35,7 @@ from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
 from ._edit import REDACTED, can_edit, locked_arguments, render_edit_modal
-from ._elicit import ELICITATION, is_url_mode
+from ._elicit import ELICITATION, is_live, is_url_mode
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._grant import grant_used_notice
@@ -140,6 +140,7 @@ __all__ = [
     "grant_blocks",
     "grant_used_notice",
     "home_with_notice",
+    "is_live",
     "is_url_mode",
     "locked_arguments",
     "mention",

@@ -28,6 +28,7 @@ from ._connection import Backoff, Connection, Launch
 from ._elicit import Unanswerable, held_of, responses
 from ._env import expand, names_in
 from ._gate import gate_of, matches
+from ._live import OpenCall, live_questions
 from ._result import result_text
 from ._tool import MCPTool
 
@@ -315,15 +316,24 @@ class MCPServer(Toolset):
             return (
                 f"Error: the {self.name} server is not reachable; `{tool}` was certainly not run."
             )
+        assert connection is not None
+        call = OpenCall(
+            server=self.name,
+            tool=tool,
+            scope=current_scope.get(),
+            questions=live_questions.get(),
+            answerers=self.answerers,
+        )
         try:
-            result = await client.session.call_tool(
-                tool,
-                arguments,
-                read_timeout_seconds=self.timeout,
-                input_responses=seed,
-                request_state=None if held is None else held.get("requestState"),
-                allow_input_required=True,
-            )
+            with connection.open_call(call):
+                result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.timeout,
+                    input_responses=seed,
+                    request_state=None if held is None else held.get("requestState"),
+                    allow_input_required=True,
+                )
         except MCPError as exc:
             if held is not None and _refused_state(exc):
                 return (

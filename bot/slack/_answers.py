@@ -39,6 +39,7 @@ from ._conversation import Conversations
 from ._expiry import EXPIRED_REASON
 from ._grants import revoke_grant
 from ._home import NOT_IN_HOME, Home
+from ._live import answer_live
 from ._policy import AnswerPolicy, GroupMembers
 from ._recheck import Recheck
 from ._refusal import NOT_YOURS, Refusal
@@ -277,11 +278,6 @@ class Answers:
                 await self.accept(
                     record, user=action.user_id, answer=answer, work=work, home=in_home
                 )
-                if blocks.is_url_mode(record) and action.response_url:
-                    # An ephemeral card: its click's URL is the one way to show it answered.
-                    await self.conversations.cards.replace_clicked(
-                        record.interaction_id, action.response_url
-                    )
         except (Refusal, InvalidAnswer) as error:
             if isinstance(error, Refusal) and error.record is not None:
                 record = error.record
@@ -294,6 +290,11 @@ class Answers:
                 run_id=record.run_id if record else None,
                 home=in_home,
                 record=record,
+            )
+        if record is not None and blocks.is_url_mode(record) and action.response_url:
+            # An ephemeral card: its click's URL is the one way to show how it stands now.
+            await self.conversations.cards.replace_clicked(
+                record.interaction_id, action.response_url
             )
 
     async def _revoke(self, action: CardAction) -> None:
@@ -632,6 +633,27 @@ class Answers:
                 run_id=record.run_id,
                 home=home,
                 record=record,
+            )
+            return
+        if blocks.is_live(record):
+            # Asked during an open call: the process holding it takes the answer from the store.
+            await answer_live(
+                self.store,
+                self.conversations.cards,
+                record,
+                user=user,
+                answer=answer,
+                clock=self.clock,
+                refuse=lambda reason: self._refuse(
+                    user=user,
+                    channel=record.channel,
+                    thread_ts=record.thread_ts,
+                    reason=reason,
+                    interaction_id=record.interaction_id,
+                    run_id=record.run_id,
+                    home=home,
+                    record=record,
+                ),
             )
             return
         if needed > 1:

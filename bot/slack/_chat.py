@@ -186,6 +186,22 @@ class Chat:
                 return True
         return False
 
+    async def card_ts(self, channel: str, thread_ts: str, interaction_id: str) -> str | None:
+        """The ts of the bot's card for `interaction_id` in the thread (its blocks' ids name
+        it), found with `conversations.replies`: for a card whose ts a process did not live to
+        save."""
+        data = await self._call("conversations_replies", channel=channel, ts=thread_ts, limit=1000)
+        messages = data.get("messages") if data else None
+        prefix = f"hb|{interaction_id}|"
+        for message in messages if isinstance(messages, list) else []:
+            if not isinstance(message, dict) or not message.get("bot_id"):
+                continue
+            found = message.get("blocks")
+            for block in found if isinstance(found, list) else []:
+                if isinstance(block, dict) and str(block.get("block_id", "")).startswith(prefix):
+                    return str(message.get("ts", "")) or None
+        return None
+
     async def respond(self, response_url: str, text: str) -> bool:
         """Answer a slash command or click through its `response_url`, to that person alone:
         works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
