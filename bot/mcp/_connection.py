@@ -250,6 +250,7 @@ class Connection:
             yield
         finally:
             self._calls.remove(call)
+            call.closed = True  # a question still waiting for it ends (`serve_question`)
 
     async def _on_question(
         self, context: ClientRequestContext, params: ElicitRequestParams

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import time
 import uuid
 from contextvars import ContextVar
@@ -51,6 +52,8 @@ __all__ = [
     "live_run_id",
     "serve_question",
 ]
+
+log = logging.getLogger("handback.mcp")
 
 POLL: Final = 0.25
 """Seconds between two reads of a waiting question's record (a bounded wait, not a deadline)."""
@@ -96,6 +99,9 @@ class OpenCall:
     scope: HandlerScope | None
     questions: LiveQuestions | None
     answerers: tuple[str, ...] = ()
+    closed: bool = False
+    """The call returned or was cancelled (the SDK's callback runs in the session's task, not
+    the call's, so it is not cancelled with the call: it looks here)."""
 
 
 @dataclass
@@ -141,6 +147,9 @@ async def serve_question(
     await questions.ask(interaction, run_id=scope.run_id)
     try:
         while True:
+            if call.closed:
+                await questions.ended(iid, why="the call it was asked for ended")
+                return ElicitResult(action="cancel")
             record = await questions.store.get_interaction(iid)
             if record is None or record.status not in ("pending", "answered"):
                 return ElicitResult(action="cancel")  # expired, closed, stopped
@@ -161,10 +170,25 @@ async def serve_question(
     except Unanswerable:
         return ElicitResult(action="cancel")
     except asyncio.CancelledError:
-        # The run was stopped or the process shuts down: the card must not stay answerable.
-        with contextlib.suppress(Exception):
-            await asyncio.shield(questions.ended(iid, why="the call it was asked for ended"))
+        # The server withdrew the question (its tool was cancelled: the call was stopped) or
+        # the session is closing: the card must not stay answerable. The SDK's cancel scope
+        # cancels every further await here, so the closing runs as a task of its own.
+        closing = asyncio.get_running_loop().create_task(
+            questions.ended(iid, why="the call it was asked for ended")
+        )
+        _CLOSING.add(closing)
+        closing.add_done_callback(_closed)
         raise
+
+
+_CLOSING: set[asyncio.Task[None]] = set()
+"""Closings started by cancelled waiters, held until done (the loop keeps only weak refs)."""
+
+
+def _closed(task: asyncio.Task[None]) -> None:
+    _CLOSING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("could not close a question asked during a call: %r", task.exception())
 
 
 def _interaction(
