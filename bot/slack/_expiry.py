@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import blocks
 from state import AuditEntry, InteractionRecord, Store
 
 from .. import Cancel
@@ -64,6 +65,8 @@ class Sweeper:
             )
         )
         await self.conversations.cards.show_closed(closed)
+        if blocks.is_live(closed):
+            return True  # Asked during an open call: its waiter sees it expired and cancels.
         # The run cannot go on without this answer: its other questions close with it.
         await self.conversations.cards.close_pending(closed.run_id, status="cancelled", user=None)
         thread = Thread(
