@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -76,7 +75,7 @@ class ThreadQuestions:
 
     async def ended(self, interaction_id: str, *, why: str) -> None:
         claim = await self.store.close_interaction(
-            interaction_id, status="cancelled", now=time.time()
+            interaction_id, status="cancelled", now=self.cards.clock()
         )
         if claim.won and claim.record is not None:
             await self._note(claim.record, f":octagonal_sign: This question ended: {why}.")

@@ -168,3 +168,27 @@ async def test_after_a_kill_the_call_is_interrupted_and_the_card_says_the_questi
         assert record is not None and record.status == "cancelled"  # nobody can answer it now
         assert _answered(ops, "pick") == []  # the server never got an answer
         assert len([c for c in ops.calls("pick") if c.get("phase") == "asking"]) == 1
+
+
+async def test_an_unanswered_question_expires_and_the_server_gets_cancel(
+    sqlite_store_url: str, ops: Ops
+) -> None:
+    ttl = {"HANDBACK_INTERACTION_TTL": "3", "HANDBACK_SWEEP_INTERVAL": "0.5"}
+    async with (
+        LocalSlack() as slack,
+        Fleet(slack, sqlite_store_url, ref=AGENT, env={**_env(ops), **ttl}) as fleet,
+    ):
+        await fleet.start("all")
+        asked = await slack.post_user_message(ALICE, CHANNEL, "pick a region")
+        card = await card_in(slack, asked.ts)
+        # Expired by the sweeper, as any card: the process holding the call reads that.
+        assert await answer_in(slack, asked.ts, timeout=30) == ["Tool said: picked cancel None"]
+        [answered] = _answered(ops, "pick")
+        assert answered["action"] == "cancel"
+        async with open_store(sqlite_store_url) as store:
+            record = await store.get_interaction(interaction_id(card))
+            entries = await store.recent_audit()
+        assert record is not None and record.status == "expired"
+        assert [e.action for e in entries if e.interaction_id == record.interaction_id] == [
+            "expired"
+        ]
