@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import time
 import uuid
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit
 
 from mcp_types import (
     INVALID_REQUEST,
+    ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestParams,
     ElicitRequestURLParams,
@@ -41,7 +43,7 @@ from state import InteractionRecord, PendingInteraction, Store
 from .._errors import UsageError
 from .._schema import check_schema
 from .._suspend import HandlerScope
-from ._elicit import Unanswerable, answer_schema, as_result, is_https
+from ._elicit import Unanswerable, answer_schema, as_result, is_https, read_held
 
 __all__ = [
     "POLL",
@@ -50,6 +52,8 @@ __all__ = [
     "OpenCall",
     "live_questions",
     "live_run_id",
+    "refused_links",
+    "refused_note",
     "serve_question",
 ]
 
@@ -99,6 +103,8 @@ class OpenCall:
     scope: HandlerScope | None
     questions: LiveQuestions | None
     answerers: tuple[str, ...] = ()
+    refused: list[str] = field(default_factory=list)
+    """Links the server asked the person to open that were declined unasked (not https)."""
     closed: bool = False
     """The call returned or was cancelled (the SDK's callback runs in the session's task, not
     the call's, so it is not cancelled with the call: it looks here)."""
@@ -141,6 +147,8 @@ async def serve_question(
     except UsageError as exc:
         return _refused(f"handback cannot show this question: {exc}")
     if interaction is None:
+        assert isinstance(params, ElicitRequestURLParams)
+        call.refused.append(params.url)
         return ElicitResult(action="decline")  # a URL that is not https: never offered
     iid = interaction.interaction_id
     elicitation_id = interaction.payload.get("elicitation_id")
@@ -234,4 +242,33 @@ def _interaction(
         runnable_name=scope.name,
         runnable_type="Tool",
         t0=int(time.time() * 1000),
+    )
+
+
+def refused_links(held: dict[str, Any] | None) -> list[str]:
+    """The links of a stored input-required round that are declined unasked (not https)."""
+    if held is None:
+        return []
+    try:
+        result = read_held(held)
+    except Unanswerable:
+        return []
+    return [
+        request.params.url
+        for _, request in sorted((result.input_requests or {}).items())
+        if isinstance(request, ElicitRequest)
+        and isinstance(request.params, ElicitRequestURLParams)
+        and not is_https(request.params.url)
+    ]
+
+
+def refused_note(server: str, links: list[str]) -> str:
+    """What the model reads before the result of a call whose server asked to open a link
+    handback did not offer (the server heard "decline")."""
+    if not links:
+        return ""
+    shown = ", ".join(json.dumps(link[:200]) for link in links)
+    return (
+        f"(handback declined the {server} server's request to open {shown}: only https links "
+        "are offered to people.) "
     )

@@ -205,7 +205,11 @@ async def test_an_http_link_is_declined_without_a_card(make_bot: BotFactory, ops
     async with _bot(make_bot, _ungated(ops), login) as h:
         asked = await h.mention(ALICE, "log in")
         assert h.cards(asked.ts) == []
-        assert h.texts(asked.ts)[-1] == "Tool said: login: decline"
+        assert h.texts(asked.ts)[-1] == (
+            "Tool said: (handback declined the ops server's request to open "
+            '"http://auth.example.com/login": only https links are offered to people.) '
+            "login: decline"
+        )
 
 
 async def test_only_the_requester_answers_unless_the_server_names_answerers(

@@ -119,7 +119,11 @@ async def test_a_url_question_is_the_requesters_and_the_servers_notice_completes
     ):
         await fleet.start("all")
         refused = await slack.post_user_message(ALICE, CHANNEL, "login http://auth.example.com/x")
-        assert await answer_in(slack, refused.ts) == ["Tool said: login: decline"]
+        assert await answer_in(slack, refused.ts) == [
+            "Tool said: (handback declined the legacy server's request to open "
+            '"http://auth.example.com/x": only https links are offered to people.) '
+            "login: decline"
+        ]
         assert _ephemeral_cards(slack, ALICE, refused.ts) == []
 
         asked = await slack.post_user_message(ALICE, CHANNEL, "login https://auth.example.com/x")
