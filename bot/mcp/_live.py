@@ -171,6 +171,7 @@ async def serve_question(
                     now=time.time(),
                 )
                 if claim.won and claim.record is not None:
+                    completions.done.discard(elicitation_id)
                     await questions.completed(claim.record)
                     return ElicitResult(action="accept")
                 continue  # a click came first: its answer, read again
