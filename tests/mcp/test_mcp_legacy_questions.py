@@ -39,8 +39,8 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
         yield opened
 
 
-def _server(ops: Ops) -> MCPServer:
-    env = {"OPS_LOG": str(ops.log), "OPS_PID": str(ops.pid)}
+def _server(ops: Ops, **more: str) -> MCPServer:
+    env = {"OPS_LOG": str(ops.log), "OPS_PID": str(ops.pid), **more}
     return MCPServer.stdio(
         "legacy", [sys.executable, LEGACY_SERVER], env=env, approvals={"*": False}
     )
@@ -138,3 +138,23 @@ async def test_with_no_place_to_ask_the_question_is_refused(ops: Ops, store: Sto
         _, output, _ = await events_of(_agent(store, server)("pick"))
     assert "Error:" in str(output.output)
     assert [c["phase"] for c in ops.calls("pick")] == ["asking"]  # never answered
+
+
+async def test_with_two_calls_open_a_question_is_refused_not_guessed(
+    ops: Ops, store: Store
+) -> None:
+    gate = ops.log.with_name("gate")
+    questions = Recorded(store)
+    async with _server(ops, LEGACY_GATE=str(gate)) as server:
+        token = live_questions.set(questions)
+        try:
+            agent = _agent(store, server)
+            runs = [asyncio.ensure_future(events_of(agent("pick", run_id=f"r{i}"))) for i in (1, 2)]
+            await until(lambda: len(ops.calls("pick")) == 2)  # both calls open on the server
+            gate.touch()
+            outputs = [output for _, output, _ in await asyncio.wait_for(asyncio.gather(*runs), 30)]
+        finally:
+            live_questions.reset(token)
+    # Nothing ties a question to one of them: neither is shown, both tools see a refusal.
+    assert questions.asked == []
+    assert all("Error:" in str(output.output) for output in outputs)
