@@ -35,7 +35,7 @@ from ._card import Message, render_card
 from ._command import CommandError, command_usage, parse_command, parse_partial
 from ._command_form import arguments_from_submission, render_command_modal
 from ._edit import locked_arguments, render_edit_modal
-from ._elicit import ELICITATION
+from ._elicit import ELICITATION, is_live, is_url_mode
 from ._errors import InvalidAnswer
 from ._form import InputValue
 from ._home import Decision, home_with_notice, render_home
@@ -126,6 +126,8 @@ __all__ = [
     "command_usage",
     "escape",
     "home_with_notice",
+    "is_live",
+    "is_url_mode",
     "locked_arguments",
     "page_from_action",
     "parse_block_action",

@@ -23,6 +23,7 @@ __all__ = [
     "accepted",
     "elicit_choices",
     "elicitation_blocks",
+    "is_live",
     "is_url_mode",
     "plain_answer",
     "requested_schema",
@@ -40,6 +41,12 @@ _NAME_LIMIT: Final = 200
 
 def is_url_mode(record: InteractionRecord) -> bool:
     return record.payload.get("mode") == "url"
+
+
+def is_live(record: InteractionRecord) -> bool:
+    """A question asked during the call (the older protocol): its answer is taken by the process
+    holding the call, and resumes no run."""
+    return record.kind == ELICITATION and record.payload.get("legacy") is True
 
 
 def requested_schema(record: InteractionRecord) -> dict[str, Any]:
@@ -105,7 +112,7 @@ def elicitation_blocks(record: InteractionRecord) -> list[dict[str, Any]]:
         url = to_display(record.payload.get("url", ""))
         lines += f"\n*Opens:* {inline_code(host, _NAME_LIMIT)}\n{inline_code(url, 1000)}"
     blocks.append(section(lines))
-    if record.payload.get("legacy") is True:
+    if is_live(record):
         blocks.append(
             context(
                 "The server asked this during the call (an older protocol): the answer is "

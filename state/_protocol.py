@@ -454,8 +454,9 @@ class StopWork(RunStore, InteractionStore, ConversationStore, AuditLog, Protocol
     """Stopping a thread's turn: its run, the requests it waits on, who started it, the audit."""
 
 
-class ThreadRuns(RunStore, ConversationStore, Protocol):
-    """Driving a run in a Slack thread: the run, the thread's pointer to it and its stop mark."""
+class ThreadRuns(RunStore, ConversationStore, InteractionStore, AuditLog, Protocol):
+    """Driving a run in a Slack thread: the run, the thread's pointer to it and its stop mark,
+    and the questions its open calls ask (interactions, audited)."""
 
 
 class ThreadWork(

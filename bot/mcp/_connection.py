@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INVALID_REQUEST,
+    ElicitCompleteNotification,
     ElicitRequestParams,
     ElicitResult,
     ErrorData,
@@ -32,6 +33,8 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ._live import Completions, OpenCall, serve_question
 
 __all__ = ["Backoff", "Connection", "Launch"]
 
@@ -93,6 +96,9 @@ class Connection:
     """Whether the current session's stream has ended (or there is none)."""
     restarts: int = 0
     """How many times the server was started again after its connection ended."""
+    completions: Completions = field(default_factory=Completions)
+    """The URL questions the server said were completed (`notifications/elicitation/complete`)."""
+    _calls: list[OpenCall] = field(default_factory=list)
 
     async def start(self, *, wait: float) -> None:
         """Start the supervisor; return once the first connection succeeded or failed, or after
@@ -174,9 +180,10 @@ class Connection:
             client = Client(
                 transport,
                 message_handler=self._on_message,
-                # Advertises elicitation, so servers ask (on the current protocol, in an
-                # input-required result, answered by cards: `_elicit`).
-                elicitation_callback=_in_call_elicitation,
+                # Advertises elicitation, so servers ask: on the current protocol in an
+                # input-required result (durable cards: `_elicit`), on the older one during
+                # the call (cards answered while the call is open: `_live`).
+                elicitation_callback=self._on_question,
                 cache=None,
                 client_info=Implementation(name="handback", version="0.1.0"),
             )
@@ -235,26 +242,44 @@ class Connection:
                 self.hide(_describe(exc)),
             )
 
+    @contextlib.contextmanager
+    def open_call(self, call: OpenCall) -> Iterator[None]:
+        """While a call is open, a question the server asks during it is that call's."""
+        self._calls.append(call)
+        try:
+            yield
+        finally:
+            self._calls.remove(call)
+            call.closed = True  # a question still waiting for it ends (`serve_question`)
+
+    async def _on_question(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        """A question sent during a call (the older protocol's `elicitation/create`). The
+        protocol does not say which call asks (over stdio nothing ties the request to one), so
+        it is served only while exactly one call is open on this server; with several it is
+        refused (fails closed: it could reach the wrong person)."""
+        if len(self._calls) != 1:
+            log.warning(
+                "MCP server %s asked a question during a call while %d calls were open; "
+                "refused: it cannot be told whose it is",
+                self.server,
+                len(self._calls),
+            )
+            return ErrorData(
+                code=INVALID_REQUEST,
+                message="handback cannot tell which of its open calls this question is for",
+            )
+        return await serve_question(self._calls[0], params, self.completions)
+
     async def _on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, ToolListChangedNotification):
+        if isinstance(message, ElicitCompleteNotification):
+            self.completions.complete(message.params.elicitation_id)
+        elif isinstance(message, ToolListChangedNotification):
             self._refresh = True
             self._wake.set()
         elif isinstance(message, Exception):
             log.debug("MCP server %s: %s", self.server, self.hide(_describe(message)))
-
-
-async def _in_call_elicitation(
-    context: ClientRequestContext, params: ElicitRequestParams
-) -> ElicitResult | ErrorData:
-    """A question sent during the call (the older protocol's `elicitation/create`): refused,
-    so the server's tool fails rather than waits on an answer that no card can give."""
-    return ErrorData(
-        code=INVALID_REQUEST,
-        message=(
-            "handback answers an elicitation returned as an input-required result; "
-            "it cannot answer one during the call"
-        ),
-    )
 
 
 async def _all_tools(client: Client) -> list[Tool]:

@@ -28,6 +28,7 @@ from ._connection import Backoff, Connection, Launch
 from ._elicit import Unanswerable, held_of, responses
 from ._env import expand, names_in
 from ._gate import gate_of, matches
+from ._live import OpenCall, live_questions, refused_links, refused_note
 from ._result import result_text
 from ._tool import MCPTool
 
@@ -290,7 +291,7 @@ class MCPServer(Toolset):
                 if not held.get("inputRequests"):
                     # Only a state to send back: the server asks to be polled.
                     await asyncio.sleep(min(0.05 * 2**attempt, 0.25))
-            result = await self._send(tool, arguments, held, seed)
+            result = await self._send(tool, arguments, held, seed, refused=refused_links(held))
             if not isinstance(result, InputRequiredResult):
                 return result
             if scope is None:
@@ -307,23 +308,36 @@ class MCPServer(Toolset):
         arguments: dict[str, Any],
         held: dict[str, Any] | None,
         seed: InputResponses | None,
+        *,
+        refused: list[str],
     ) -> str | InputRequiredResult:
-        """One `tools/call` round: its text result, or the server's input-required result."""
+        """One `tools/call` round: its text result, or the server's input-required result.
+        `refused`: the links of this round declined unasked (not https); the result says so,
+        as do those of questions asked during the call."""
         connection = self._connection
         client = None if connection is None else await connection.session(wait=self.connect_timeout)
         if client is None:
             return (
                 f"Error: the {self.name} server is not reachable; `{tool}` was certainly not run."
             )
+        assert connection is not None
+        call = OpenCall(
+            server=self.name,
+            tool=tool,
+            scope=current_scope.get(),
+            questions=live_questions.get(),
+            answerers=self.answerers,
+        )
         try:
-            result = await client.session.call_tool(
-                tool,
-                arguments,
-                read_timeout_seconds=self.timeout,
-                input_responses=seed,
-                request_state=None if held is None else held.get("requestState"),
-                allow_input_required=True,
-            )
+            with connection.open_call(call):
+                result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.timeout,
+                    input_responses=seed,
+                    request_state=None if held is None else held.get("requestState"),
+                    allow_input_required=True,
+                )
         except MCPError as exc:
             if held is not None and _refused_state(exc):
                 return (
@@ -349,7 +363,9 @@ class MCPServer(Toolset):
             )
         if isinstance(result, InputRequiredResult):
             return result
-        return result_text(self.name, tool, result)
+        return refused_note(self.name, [*refused, *call.refused]) + result_text(
+            self.name, tool, result
+        )
 
 
 def _refused_state(exc: MCPError) -> bool:

@@ -354,8 +354,8 @@ class PageServer:
         try:
             body = await _read(request, _PostAction)
             self._check_user(body.user)
-            if body.ephemeral:
-                raise _BadRequest("buttons on ephemeral messages are not supported here")
+            # An ephemeral message is clicked as any (it is found among that person's own, as
+            # Slack lets only them see it); `body.ephemeral` only says which the page showed.
             action = body.action
             selected = action.selected()
             try:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any, Literal
 
-from ._workspace_model import Message, OpenedView, Workspace
+from ._workspace_model import Ephemeral, Message, OpenedView, Workspace
 
 __all__ = [
     "RECORDED",
@@ -261,7 +261,12 @@ def block_actions(
         workspace.message(channel, message_ts) if channel else workspace.find_message(message_ts)
     )
     if message is None:
-        raise KeyError(f"no message with ts {message_ts!r}")
+        shown = workspace.find_ephemeral(user, message_ts)
+        if shown is None:
+            raise KeyError(f"no message with ts {message_ts!r}")
+        return _ephemeral_block_actions(
+            workspace, user, shown, action_id, value, selected, response_url
+        )
     state_key = (message.channel, message.ts, user)
     template = recorded("block_actions_message")
     action = _action(workspace, message.blocks, state_key, user, action_id, value, selected)
@@ -288,6 +293,48 @@ def block_actions(
         "response_url": response_url,
         "actions": [{**template["actions"][0], **action}],
     }
+
+
+def _ephemeral_block_actions(
+    workspace: Workspace,
+    user: str,
+    shown: Ephemeral,
+    action_id: str,
+    value: str | None,
+    selected: str | list[str] | None,
+    response_url: str,
+) -> dict[str, Any]:
+    """A click on an ephemeral message: Slack says so in the container (`is_ephemeral`) and
+    sends no `message` (the app cannot read it back, nor `chat.update` it; it answers through
+    the `response_url`)."""
+    state_key = (shown.channel, shown.message_ts, user)
+    template = recorded("block_actions_message")
+    action = _action(workspace, shown.blocks, state_key, user, action_id, value, selected)
+    trigger_id = workspace.new_trigger_id()
+    workspace.triggers[trigger_id] = user
+    container: dict[str, Any] = {
+        **template["container"],
+        "message_ts": shown.message_ts,
+        "channel_id": shown.channel,
+        "is_ephemeral": True,
+    }
+    if shown.thread_ts:
+        container["thread_ts"] = shown.thread_ts
+    payload = {
+        **template,
+        "user": payload_user(workspace, user),
+        "api_app_id": workspace.api_app_id,
+        "token": "legacy-verification-token",
+        "container": container,
+        "trigger_id": trigger_id,
+        "team": _team(workspace),
+        "channel": {"id": shown.channel, "name": workspace.channels[shown.channel].name},
+        "state": {"values": workspace.selections.get(state_key, {})},
+        "response_url": response_url,
+        "actions": [{**template["actions"][0], **action}],
+    }
+    payload.pop("message", None)
+    return payload
 
 
 def home_block_actions(

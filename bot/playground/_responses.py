@@ -1,7 +1,11 @@
 """The `response_url`s LocalSlack hands out with slash commands and clicks, served as Slack
 serves them: a POST with a message shows it to the person (ephemeral) or in the channel, up to
 five times within 30 minutes (docs.slack.dev, 'Handling user interaction': 'you can use a
-response_url up to five times within 30 minutes'); after that the URL is refused."""
+response_url up to five times within 30 minutes'); after that the URL is refused.
+
+A click's URL may also change the message clicked: `replace_original` replaces it (text and
+blocks) and `delete_original` removes it, an ephemeral one too, which is the only way an app can
+change an ephemeral message (`chat.update` does not find it)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Final
 
 from aiohttp import web
 
+from ._limits import Refusal, check_message
 from ._workspace_model import Ephemeral, Message, Workspace
 
 __all__ = ["ResponseUrls"]
@@ -26,6 +31,8 @@ class _Issued:
     channel: str
     user: str
     at: float
+    source: str | None = None
+    """The ts of the message clicked (None for a slash command)."""
     uses: int = 0
 
 
@@ -38,10 +45,12 @@ class ResponseUrls:
         self._base = base
         self._issued: dict[str, _Issued] = {}
 
-    def issue(self, channel: str, user: str) -> str:
-        """A new response URL for what `user` did in `channel`."""
+    def issue(self, channel: str, user: str, *, source: str | None = None) -> str:
+        """A new response URL for what `user` did in `channel` (on message `source`)."""
         key = uuid.uuid4().hex
-        self._issued[key] = _Issued(channel=channel, user=user, at=self.workspace.clock())
+        self._issued[key] = _Issued(
+            channel=channel, user=user, at=self.workspace.clock(), source=source
+        )
         return f"{self._base()}{key}"
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -56,7 +65,17 @@ class ResponseUrls:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text:
             return web.json_response({"ok": False, "error": "no_text"}, status=400)
+        blocks = body.get("blocks", [])
+        try:
+            check_message(blocks)
+        except Refusal as refusal:
+            return web.json_response(refusal.body(), status=400)
         issued.uses += 1
+        if body.get("replace_original") is True or body.get("delete_original") is True:
+            if not await self._change_original(issued, body, text, blocks):
+                issued.uses -= 1
+                return web.json_response({"ok": False, "error": "message_not_found"}, status=404)
+            return web.json_response({"ok": True})
         if body.get("response_type") == "in_channel":
             message = Message(
                 channel=issued.channel,
@@ -74,3 +93,35 @@ class ResponseUrls:
             ws.ephemerals.append(ephemeral)
             await ws.publish("ephemeral", asdict(ephemeral))
         return web.json_response({"ok": True})
+
+    async def _change_original(
+        self, issued: _Issued, body: dict[str, object], text: str, blocks: list[object]
+    ) -> bool:
+        """Replace or delete the message clicked; False when there is none (a command's URL, or
+        the message is gone)."""
+        ws = self.workspace
+        if issued.source is None:
+            return False
+        delete = body.get("delete_original") is True
+        shown = ws.find_ephemeral(issued.user, issued.source)
+        if shown is not None:
+            if delete:
+                ws.ephemerals.remove(shown)
+            else:
+                shown.text = text
+                shown.blocks = [b for b in blocks if isinstance(b, dict)]
+            await ws.publish("ephemeral", asdict(shown))
+            return True
+        message = ws.message(issued.channel, issued.source)
+        if message is None:
+            return False
+        where = {"channel": message.channel, "ts": message.ts}
+        if delete:
+            ws.messages.remove(message)
+            await ws.publish("message_deleted", where)
+            return True
+        message.text = text
+        message.blocks = [b for b in blocks if isinstance(b, dict)]
+        message.edited = True
+        await ws.publish("message_updated", {"channel": message.channel, **message.to_api()})
+        return True

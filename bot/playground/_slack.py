@@ -283,10 +283,15 @@ class LocalSlack(Workspace):
             value=value,
             selected=selected,
             channel=channel,
-            response_url=self._responses.issue(
-                channel or str(getattr(self.find_message(message_ts), "channel", "")), user
-            ),
+            response_url=self._click_response_url(user, message_ts, channel),
         )
+
+    def _click_response_url(self, user: str, message_ts: str, channel: str | None) -> str:
+        """The `response_url` of a click on message `message_ts`: it may replace (or delete)
+        that message, the only way to change an ephemeral one."""
+        shown = self.find_ephemeral(user, message_ts)
+        where = channel or str(getattr(self.find_message(message_ts) or shown, "channel", ""))
+        return self._responses.issue(where, user, source=message_ts)
 
     async def click(
         self,

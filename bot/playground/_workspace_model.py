@@ -344,6 +344,13 @@ class Workspace(ChangeFeed):
     def ephemerals_for(self, user: str) -> list[Ephemeral]:
         return [e for e in self.ephemerals if e.user == user]
 
+    def find_ephemeral(self, user: str, ts: str) -> Ephemeral | None:
+        """The ephemeral message `ts` shown to `user` (no one else sees it, nor clicks it)."""
+        for ephemeral in self.ephemerals:
+            if ephemeral.user == user and ephemeral.message_ts == ts:
+                return ephemeral
+        return None
+
     def open_view(self, user: str, view_id: str) -> OpenedView:
         """The modal `view_id`, still open and opened for `user` (who is about to act on it)."""
         opened = self.views.get(view_id)

@@ -93,6 +93,9 @@ class Cards:
                 granted.add(record.interaction_id)  # Approved under a standing grant: no card.
                 continue
             card = self.card(record)
+            if blocks.is_url_mode(record) and thread.requester:
+                await self._post_ephemeral(record, thread, thread.requester, card)
+                continue
             ts = await self.chat.post(
                 thread.channel, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
             )
@@ -119,6 +122,18 @@ class Cards:
             return  # A card waits too; its answer resumes the run with every answer.
         key = f"recover:{run_id}"
         await self.store.enqueue("recover", {"id": key, "run_id": run_id}, dedupe=key)
+
+    async def _post_ephemeral(
+        self, record: InteractionRecord, thread: Thread, user: str, card: blocks.Message
+    ) -> None:
+        """A URL to open is for the person whose request it is: their card alone
+        (`chat.postEphemeral`). Its ts is not kept: `chat.update` cannot find an ephemeral
+        message, so the card changes only through the `response_url` of a click on it."""
+        if not await self.chat.ephemeral(
+            thread.channel, user, card["text"], thread_ts=thread.thread_ts, blocks=card["blocks"]
+        ):
+            log.error("could not post the card of interaction %s", record.interaction_id)
+            await self._card_lost(record, thread, card["text"])
 
     async def _note_unapprovable(self, record: InteractionRecord, thread: Thread) -> None:
         """In a DM nobody but the requester sees the card; say so when they may not approve it,
@@ -196,7 +211,8 @@ class Cards:
         """Bring the card up to date with the record: answered, expired, superseded, ...
         (an update that repeats one already made changes nothing); `note` replaces the line
         that says how it closed."""
-        if record.channel and record.message_ts:
+        if record.channel and record.message_ts and not blocks.is_url_mode(record):
+            # A URL card is ephemeral: only a click's `response_url` changes it.
             card = self.card(record)
             if note is not None and card["blocks"]:
                 card["blocks"][-1] = {"type": "section", "text": {"type": "mrkdwn", "text": note}}
@@ -205,6 +221,17 @@ class Cards:
             )
         if self.home_changed is not None:
             self.home_changed([record])
+
+    async def replace_clicked(self, interaction_id: str, response_url: str) -> None:
+        """Show the card as its record now stands (answered, or whoever answered first) in place
+        of the message clicked, through the click's `response_url`: the way to change an
+        ephemeral card, which `chat.update` cannot find."""
+        record = await self.store.get_interaction(interaction_id)
+        if record is None:
+            return
+        card = self.card(record)
+        if not await self.chat.replace_clicked(response_url, card["text"], blocks=card["blocks"]):
+            log.warning("could not replace the card of interaction %s", interaction_id)
 
     async def note_stopped(self, parent_id: str, calls: Sequence[StoppedCall], user: str) -> None:
         """Under each approved card of `parent_id` whose call a stop cut short, a line saying

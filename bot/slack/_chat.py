@@ -186,6 +186,22 @@ class Chat:
                 return True
         return False
 
+    async def card_ts(self, channel: str, thread_ts: str, interaction_id: str) -> str | None:
+        """The ts of the bot's card for `interaction_id` in the thread (its blocks' ids name
+        it), found with `conversations.replies`: for a card whose ts a process did not live to
+        save."""
+        data = await self._call("conversations_replies", channel=channel, ts=thread_ts, limit=1000)
+        messages = data.get("messages") if data else None
+        prefix = f"hb|{interaction_id}|"
+        for message in messages if isinstance(messages, list) else []:
+            if not isinstance(message, dict) or not message.get("bot_id"):
+                continue
+            found = message.get("blocks")
+            for block in found if isinstance(found, list) else []:
+                if isinstance(block, dict) and str(block.get("block_id", "")).startswith(prefix):
+                    return str(message.get("ts", "")) or None
+        return None
+
     async def respond(self, response_url: str, text: str) -> bool:
         """Answer a slash command or click through its `response_url`, to that person alone:
         works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
@@ -195,6 +211,21 @@ class Chat:
             log.warning("refused to answer through a response_url not at Slack")
             return False
         body = {"response_type": "ephemeral", "replace_original": False, "text": fit_text(text)}
+        return await self._respond(response_url, body)
+
+    async def replace_clicked(
+        self, response_url: str, text: str, *, blocks: list[dict[str, Any]]
+    ) -> bool:
+        """Replace the message a click came from through the click's `response_url`
+        (`replace_original`): the only way to change an ephemeral message, which `chat.update`
+        cannot find. Only to Slack's hosts, as `respond`."""
+        if not _slack_url(response_url, str(self.client.base_url)):
+            log.warning("refused to answer through a response_url not at Slack")
+            return False
+        body = {"replace_original": True, "text": fit_text(text), "blocks": blocks}
+        return await self._respond(response_url, body)
+
+    async def _respond(self, response_url: str, body: dict[str, Any]) -> bool:
         try:
             timeout = aiohttp.ClientTimeout(total=_RESPOND_SECONDS)
             async with (
@@ -222,11 +253,19 @@ class Chat:
         return data is not None
 
     async def ephemeral(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
     ) -> bool:
         kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": fit_text(text)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
+        if blocks is not None:
+            kwargs["blocks"] = blocks
         return await self._call("chat_postEphemeral", **kwargs) is not None
 
     async def react(self, channel: str, ts: str, name: str) -> bool:

@@ -21,6 +21,7 @@ from .. import _metrics
 from .._redact import redact
 from ._conversation import Conversations
 from ._earlier import own_earlier_answer, own_earlier_vote
+from ._live import answer_live
 from ._recheck import Recheck
 from ._refusal import Refusal
 from ._refuse import Refuser
@@ -147,6 +148,18 @@ class Claims:
             refusal, note = await self.recheck.refusal_now(record, user=user, answer=answer)
         if refusal is not None:
             await self._refuse(record, user=user, reason=refusal, home=home)
+            return
+        if blocks.is_live(record):
+            # Asked during an open call: the process holding it takes the answer from the store.
+            await answer_live(
+                self.store,
+                self.conversations.cards,
+                record,
+                user=user,
+                answer=answer,
+                clock=self.clock,
+                refuse=lambda reason: self._refuse(record, user=user, reason=reason, home=home),
+            )
             return
         if needed > 1:
             # A vote: the store adds who approved to the answer, with the last vote.

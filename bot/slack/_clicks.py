@@ -99,6 +99,11 @@ class Clicks:
                 home=action.origin == "home",
                 record=record,
             )
+        if record is not None and blocks.is_url_mode(record) and action.response_url:
+            # An ephemeral card: its click's URL is the one way to show how it stands now.
+            await self.conversations.cards.replace_clicked(
+                record.interaction_id, action.response_url
+            )
 
     async def _check_where(
         self, record: InteractionRecord, action: CardAction, work: Work | None

@@ -17,10 +17,13 @@ from state._protocol import ThreadRuns
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._records import ThreadStop
 
+from .._journal import INTERRUPTED_BY_CRASH
 from .._run import AgentRun
 from ..events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
+from ..mcp._live import live_questions
 from ._cards import Cards
 from ._chat import Chat, escape
+from ._live import ThreadQuestions, end_after_restart
 from ._session import AgentTurn, mention
 from ._stops import stop_child_id
 from ._turns import Slot, Thread
@@ -133,9 +136,30 @@ class Driver:
     async def _drive(
         self, run: AgentRun, thread: Thread, turn: AgentTurn | None, slot: Slot
     ) -> None:
+        # The questions an MCP server asks during a call of this run are cards in this thread.
+        questions = ThreadQuestions(
+            store=self.store,
+            chat=self.chat,
+            cards=self.cards,
+            thread=thread,
+            requesters=lambda: run.requesters,
+        )
+        asking = live_questions.set(questions)
+        try:
+            output, interactions = await self._events(run, thread, turn)
+        finally:
+            live_questions.reset(asking)
+        await self._settled(run, thread, turn, slot, output, interactions)
+
+    async def _events(
+        self, run: AgentRun, thread: Thread, turn: AgentTurn | None
+    ) -> tuple[OutputEvent | None, list[InteractionEvent]]:
         interactions: list[InteractionEvent] = []
         output: OutputEvent | None = None
         async for event in run:
+            if isinstance(event, ToolEvent) and event.result == INTERRUPTED_BY_CRASH:
+                # A question asked during that call ended with the process that held it.
+                await end_after_restart(self.store, self.cards, run.run_id, event.tool_call_id)
             if isinstance(event, OutputEvent):
                 output = event
             elif isinstance(event, StartEvent):
@@ -149,6 +173,17 @@ class Driver:
                 await turn.text(event.text)
             elif isinstance(event, ToolEvent):
                 await turn.tool(event)
+        return output, interactions
+
+    async def _settled(
+        self,
+        run: AgentRun,
+        thread: Thread,
+        turn: AgentTurn | None,
+        slot: Slot,
+        output: OutputEvent | None,
+        interactions: list[InteractionEvent],
+    ) -> None:
         if output is None:
             raise RuntimeError("the run ended without an OutputEvent")
         # The run is in the store by now, so the thread may point at it: before its cards are

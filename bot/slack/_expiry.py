@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import blocks
 from state import AuditEntry, InteractionRecord
 
 # A combination of the store's boundaries named for its user, kept out of state.__all__
@@ -67,6 +68,8 @@ class Sweeper:
             )
         )
         await self.conversations.cards.show_closed(closed)
+        if blocks.is_live(closed):
+            return True  # Asked during an open call: its waiter sees it expired and cancels.
         # The run cannot go on without this answer: its other questions close with it.
         await self.conversations.cards.close_pending(closed.run_id, status="cancelled", user=None)
         thread = Thread(

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 import bot.playground
 from bot import chatops
@@ -614,3 +615,32 @@ async def test_blank_and_emoji_messages_get_the_help_in_the_playground(page: Pag
                 m for m in bot_replies(s, "offline demo model") if m.get("thread_ts") == ts
             ],
         )
+
+
+async def test_an_ephemeral_card_is_clicked_by_whoever_sees_it_alone(
+    page: PageClient, playground: Playground
+) -> None:
+    slack = playground.slack
+    assert slack is not None
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    button = {
+        "type": "button",
+        "action_id": "hb:link",
+        "text": {"type": "plain_text", "text": "Go"},
+    }
+    posted = await client.chat_postEphemeral(
+        channel="C0DEPLOYS",
+        user="U0ALICE",
+        text="only alice",
+        blocks=[{"type": "actions", "block_id": "b", "elements": [button]}],
+    )
+    click = {
+        "channel": "C0DEPLOYS",
+        "message_ts": posted["message_ts"],
+        "ephemeral": True,
+        "action": {"action_id": "hb:link", "type": "button"},
+    }
+    status, answer = await page.post("/api/actions", {"user": "U0ALICE", **click})
+    assert (status, answer["ok"]) == (200, True)
+    status, answer = await page.post("/api/actions", {"user": "U0BOB", **click})
+    assert status == 400 and "no message" in answer["error"]

@@ -16,10 +16,11 @@ import pytest
 from blocks import ACTION_ANSWER, ACTION_ELICIT, ACTION_OPTION
 from bot import Agent
 from bot.mcp import MCPServer
+from bot.playground._slack import Ephemeral
 from bot.testing import FunctionModel
 
 from ..mcp.conftest import Ops, ops_in
-from .conftest import ALICE, BOB, BotFactory, Harness
+from .conftest import ALICE, BOB, BotFactory, Harness, calls_to
 
 pytestmark = pytest.mark.slow
 
@@ -154,21 +155,49 @@ async def test_a_second_round_is_a_new_card_in_the_same_thread(
         assert len(ops.calls("scale")) == 3
 
 
-async def test_url_mode_shows_the_host_and_an_open_link_and_done_accepts(
+def _ephemeral_cards(h: Harness, user: str, thread_ts: str) -> list[Ephemeral]:
+    return [e for e in h.slack.ephemerals_for(user) if e.thread_ts == thread_ts and e.blocks]
+
+
+async def test_url_mode_is_an_ephemeral_card_to_the_requester_with_host_and_open_link(
     make_bot: BotFactory, ops: Ops
 ) -> None:
     login = {"name": "ops_login", "arguments": {"url": "https://auth.example.com/login?t=1"}}
     async with _bot(make_bot, _ungated(ops), login) as h:
         asked = await h.mention(ALICE, "log in")
-        card = h.card(asked.ts)
+        assert h.cards(asked.ts) == []  # no public card: the link is the requester's
+        assert _ephemeral_cards(h, BOB, asked.ts) == []
+        [card] = _ephemeral_cards(h, ALICE, asked.ts)
         shown = json.dumps(card.blocks)
         assert "*Opens:* `auth.example.com`" in shown
         [link] = [
             e for b in card.blocks if b["type"] == "actions" for e in b["elements"] if "url" in e
         ]
         assert link["url"] == "https://auth.example.com/login?t=1"
-        await h.click(ALICE, card.ts, f"{ACTION_ELICIT}:a", value="done")
+        assert f"{ACTION_ELICIT}:d" in _actions(card.blocks)
+
+        await h.click(ALICE, card.message_ts, f"{ACTION_ELICIT}:a", value="done")
+
         assert h.texts(asked.ts)[-1] == "Tool said: login: accept"
+        # chat.update cannot find an ephemeral message: the click's response_url replaced it.
+        [replaced] = _ephemeral_cards(h, ALICE, asked.ts)
+        assert replaced.message_ts == card.message_ts
+        assert _actions(replaced.blocks) == [] and f"<@{ALICE}>" in json.dumps(replaced.blocks)
+        assert not [c for c in calls_to(h.slack, "chat.update") if "auth.example" in str(c)]
+
+
+@pytest.mark.parametrize(("suffix", "action"), [("d", "decline"), ("c", "cancel")])
+async def test_url_mode_decline_and_cancel_reach_the_server_as_such(
+    make_bot: BotFactory, ops: Ops, suffix: str, action: str
+) -> None:
+    login = {"name": "ops_login", "arguments": {"url": "https://auth.example.com/login"}}
+    async with _bot(make_bot, _ungated(ops), login) as h:
+        asked = await h.mention(ALICE, "log in")
+        [card] = _ephemeral_cards(h, ALICE, asked.ts)
+        await h.click(ALICE, card.message_ts, f"{ACTION_ELICIT}:{suffix}", value=action)
+        assert h.texts(asked.ts)[-1] == f"Tool said: login: {action}"
+        [replaced] = _ephemeral_cards(h, ALICE, asked.ts)
+        assert _actions(replaced.blocks) == []
 
 
 async def test_an_http_link_is_declined_without_a_card(make_bot: BotFactory, ops: Ops) -> None:
@@ -176,7 +205,11 @@ async def test_an_http_link_is_declined_without_a_card(make_bot: BotFactory, ops
     async with _bot(make_bot, _ungated(ops), login) as h:
         asked = await h.mention(ALICE, "log in")
         assert h.cards(asked.ts) == []
-        assert h.texts(asked.ts)[-1] == "Tool said: login: decline"
+        assert h.texts(asked.ts)[-1] == (
+            "Tool said: (handback declined the ops server's request to open "
+            '"http://auth.example.com/login": only https links are offered to people.) '
+            "login: decline"
+        )
 
 
 async def test_only_the_requester_answers_unless_the_server_names_answerers(

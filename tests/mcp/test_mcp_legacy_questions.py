@@ -1,0 +1,162 @@
+"""The runtime's side of a question asked during the call (the older protocol), with a real SDK
+server on 2025-11-25 over stdio and a real store: the process holding the call takes the answer
+from the store, whoever recorded it there; with no place to ask (a run outside Slack) the
+question is refused, never answered by guess; a stopped call closes its question."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import Agent
+from bot.mcp import MCPServer
+from bot.mcp._live import live_questions
+from bot.testing import FunctionModel
+from state import InteractionRecord, PendingInteraction, Store, open_store
+
+from ..conftest import answer_only
+from ..runtime.conftest import events_of
+from .conftest import Ops, ops_in, until
+
+pytestmark = pytest.mark.slow
+
+LEGACY_SERVER = str(Path(__file__).with_name("legacy_server.py"))
+
+
+@pytest.fixture
+def ops(tmp_path: Path) -> Ops:
+    return ops_in(tmp_path)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with open_store(f"sqlite:///{tmp_path / 'handback.db'}") as opened:
+        yield opened
+
+
+def _server(ops: Ops, **more: str) -> MCPServer:
+    env = {"OPS_LOG": str(ops.log), "OPS_PID": str(ops.pid), **more}
+    return MCPServer.stdio(
+        "legacy", [sys.executable, LEGACY_SERVER], env=env, approvals={"*": False}
+    )
+
+
+def _agent(store: Store, server: MCPServer) -> Agent:
+    def respond(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "tool":
+            return f"Tool said: {messages[-1]['content']}"
+        return [{"name": "legacy_pick", "arguments": {}}]
+
+    return Agent(name="legacy", model=FunctionModel(respond), tools=[server], store=store)
+
+
+class Recorded:
+    """Questions stored as the Slack app stores them, with no card: the test answers in the
+    store, as another process taking the click would."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.asked: list[InteractionRecord] = []
+        self.closed: list[tuple[str, str]] = []
+
+    async def ask(self, interaction: PendingInteraction, *, run_id: str) -> None:
+        now = time.time()
+        [record] = await self.store.add_interactions(
+            [
+                InteractionRecord.placed(
+                    interaction,
+                    run_id=f"{run_id}:live",
+                    channel="C0GENERAL",
+                    thread_ts="1.000",
+                    requester="U0ALICE",
+                    requesters=["U0ALICE"],
+                    created_at=now,
+                    expires_at=now + 600,
+                )
+            ]
+        )
+        self.asked.append(record)
+
+    async def completed(self, record: InteractionRecord) -> None:
+        raise AssertionError("no URL question here")
+
+    async def ended(self, interaction_id: str, *, why: str) -> None:
+        await self.store.close_interaction(interaction_id, status="cancelled", now=time.time())
+        self.closed.append((interaction_id, why))
+
+
+async def test_the_holder_takes_the_answer_recorded_in_the_store(ops: Ops, store: Store) -> None:
+    questions = Recorded(store)
+    async with _server(ops) as server:
+        token = live_questions.set(questions)
+        try:
+            running = asyncio.ensure_future(events_of(_agent(store, server)("pick")))
+            await until(lambda: questions.asked)
+            [asked] = questions.asked
+            assert asked.payload["legacy"] is True and asked.payload["mode"] == "form"
+            assert asked.payload["schema"]["properties"]["region"]["enum"] == ["eu", "us", "ap"]
+            claim = await answer_only(
+                store,
+                asked.interaction_id,
+                answer={"action": "accept", "content": {"region": "ap"}},
+                answered_by="U0ALICE",
+                now=time.time(),
+            )
+            assert claim.won
+            _, output, _ = await asyncio.wait_for(running, 30)
+        finally:
+            live_questions.reset(token)
+    assert output.output == "Tool said: picked accept {'region': 'ap'}"
+    assert questions.closed == []
+
+
+async def test_a_stopped_call_closes_its_question(ops: Ops, store: Store) -> None:
+    questions = Recorded(store)
+    async with _server(ops) as server:
+        token = live_questions.set(questions)
+        try:
+            running = asyncio.ensure_future(events_of(_agent(store, server)("pick")))
+            await until(lambda: questions.asked)
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            # The server's session lives on; the question's waiter sees its call has ended.
+            await until(lambda: questions.closed)
+        finally:
+            live_questions.reset(token)
+    [asked] = questions.asked
+    assert [iid for iid, _ in questions.closed] == [asked.interaction_id]
+    stored = await store.get_interaction(asked.interaction_id)
+    assert stored is not None and stored.status == "cancelled"
+
+
+async def test_with_no_place_to_ask_the_question_is_refused(ops: Ops, store: Store) -> None:
+    async with _server(ops) as server:
+        _, output, _ = await events_of(_agent(store, server)("pick"))
+    assert "Error:" in str(output.output)
+    assert [c["phase"] for c in ops.calls("pick")] == ["asking"]  # never answered
+
+
+async def test_with_two_calls_open_a_question_is_refused_not_guessed(
+    ops: Ops, store: Store
+) -> None:
+    gate = ops.log.with_name("gate")
+    questions = Recorded(store)
+    async with _server(ops, LEGACY_GATE=str(gate)) as server:
+        token = live_questions.set(questions)
+        try:
+            agent = _agent(store, server)
+            runs = [asyncio.ensure_future(events_of(agent("pick", run_id=f"r{i}"))) for i in (1, 2)]
+            await until(lambda: len(ops.calls("pick")) == 2)  # both calls open on the server
+            gate.touch()
+            outputs = [output for _, output, _ in await asyncio.wait_for(asyncio.gather(*runs), 30)]
+        finally:
+            live_questions.reset(token)
+    # Nothing ties a question to one of them: neither is shown, both tools see a refusal.
+    assert questions.asked == []
+    assert all("Error:" in str(output.output) for output in outputs)
