@@ -7,8 +7,11 @@ tests build `TestSlack`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
+
+from aiohttp import web
 
 from bot.playground import LocalSlack
 
@@ -23,6 +26,10 @@ from bot.playground._payloads import (
 )
 from bot.playground._slack import ApiCall, ChangeKind, Ephemeral, Message, OpenedView
 
+# The Web API LocalSlack serves, and how it reads a call's arguments: failures on demand are
+# answered in front of it.
+from bot.playground._webapi import WebApi, _read_args
+
 __all__ = [
     "ApiCall",
     "ChangeKind",
@@ -35,15 +42,50 @@ __all__ = [
 ]
 
 
+class _FailingWebApi(WebApi):
+    """LocalSlack's Web API, answering the calls a test chose with a failure (an HTTP status
+    and a `Retry-After` header), as Slack does when it rate limits or falls over."""
+
+    def __init__(self, workspace: LocalSlack) -> None:
+        super().__init__(workspace, socket_url=workspace._socket_url)
+        self.failures: dict[str, list[tuple[int, int]]] = {}
+
+    async def handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        queued = self.failures.get(method)
+        if not queued:
+            return await super().handle(request)
+        try:
+            args = await _read_args(request)
+        except (ValueError, RecursionError):  # not JSON: the API answers that first
+            return await super().handle(request)
+        args.pop("token", None)
+        status, retry_after = queued.pop(0)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
+        call = ApiCall(method=method, args=args, at=time.time(), status=status, peer_port=peer_port)
+        self.workspace.calls.append(call)
+        await self.workspace.publish("rate_limited", {"method": method, "status": status})
+        return web.json_response(
+            {"ok": False, "error": "ratelimited"},
+            status=status,
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
 class TestSlack(LocalSlack):
     """LocalSlack plus the helpers tests drive it with."""
 
     __test__ = False
     """A class, not a test case: pytest collects classes named `Test*` in test modules."""
 
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._api = self._failing = _FailingWebApi(self)
+
     def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
         """Answer the next call to `method` with `status` and a `Retry-After` header."""
-        self._api.fail_next(method, status=status, retry_after=retry_after)
+        self._failing.failures.setdefault(method, []).append((status, retry_after))
 
     def home_view(self, user: str) -> dict[str, Any] | None:
         """The App Home view the app last published for `user`."""
