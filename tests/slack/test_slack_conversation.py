@@ -17,12 +17,6 @@ from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, calls_to, model_calls
 
 
-def _model_calls() -> int:
-    model = agents.memory_agent.model
-    assert isinstance(model, FunctionModel)
-    return model.calls
-
-
 async def test_mention_answers_in_thread_and_follow_up_remembers(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
         asked = await h.mention(ALICE, "my favourite colour is teal")
@@ -61,17 +55,17 @@ async def test_direct_message_starts_a_run(make_bot: BotFactory) -> None:
 
 async def test_channel_chatter_outside_bot_threads_is_ignored(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
-        before = _model_calls()
+        before = model_calls(agents.memory_agent)
         top = await h.slack.post_user_message(ALICE, CHANNEL, "lunch?", mention=False)
         await h.slack.post_user_message(BOB, CHANNEL, "sure", thread_ts=top.ts, mention=False)
         await h.bot.drain()
         assert h.slack.bot_messages() == []
-        assert _model_calls() == before
+        assert model_calls(agents.memory_agent) == before
 
 
 async def test_same_event_delivered_twice_starts_one_run(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
-        before = _model_calls()
+        before = model_calls(agents.memory_agent)
         message = await h.slack.post_user_message(ALICE, CHANNEL, "once please", deliver=False)
         mention_event = h.slack.events_for(message)[0]
         assert mention_event["type"] == "app_mention"
@@ -83,13 +77,13 @@ async def test_same_event_delivered_twice_starts_one_run(make_bot: BotFactory) -
         await h.bot.drain()
         assert {first.status, retry.status, retry2.status} == {200}
         assert h.texts(message.ts) == ["I have heard: once please"]
-        assert _model_calls() == before + 1
+        assert model_calls(agents.memory_agent) == before + 1
 
 
 async def test_own_and_other_bots_messages_are_ignored(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
         asked = await h.mention(ALICE, "start")
-        calls = _model_calls()
+        calls = model_calls(agents.memory_agent)
         replies = len(h.texts(asked.ts))
         base = {"channel": CHANNEL, "thread_ts": asked.ts, "channel_type": "channel"}
         own = {
@@ -111,7 +105,7 @@ async def test_own_and_other_bots_messages_are_ignored(make_bot: BotFactory) -> 
         for event in (own, other_bot, edited):
             assert (await h.slack.send_event(event)).status == 200
         await h.bot.drain()
-        assert _model_calls() == calls
+        assert model_calls(agents.memory_agent) == calls
         assert len(h.texts(asked.ts)) == replies
 
 
