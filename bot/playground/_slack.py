@@ -138,14 +138,6 @@ class LocalSlack(Workspace):
                 await self.publish("message_updated", {"channel": channel, **message.to_api()})
         return stopped
 
-    def response_url(self, channel: str, user: str) -> str:
-        """A new `response_url` for what `user` did in `channel`, as a command or click brings."""
-        return self._responses.issue(channel, user)
-
-    def fail_next(self, method: str, *, status: int = 429, retry_after: int = 0) -> None:
-        """Answer the next call to `method` with `status` and a `Retry-After` header."""
-        self._api.fail_next(method, status=status, retry_after=retry_after)
-
     # ---------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> Self:
@@ -213,8 +205,8 @@ class LocalSlack(Workspace):
 
         In a channel a mention yields both `app_mention` and `message` events (an app subscribed
         to both gets both); without a mention only `message`. In a DM only `message`. With
-        `deliver=False` the message is only stored; `events_for()` gives its events. `to` picks
-        the bot endpoint of each event (see `send_raw`).
+        `deliver=False` the message is only stored. `to` picks the bot endpoint of each event
+        (see `send_raw`).
         """
         if channel not in self.channels:
             raise KeyError(f"no channel {channel!r}")
@@ -226,20 +218,9 @@ class LocalSlack(Workspace):
         self.messages.append(message)
         await self.publish("message", {"channel": channel, **message.to_api()})
         if deliver:
-            for event in self.events_for(message):
+            for event in message_events(self, message):
                 await self.send_event(event, to=to)
         return message
-
-    def events_for(self, message: Message) -> list[dict[str, Any]]:
-        """The events Slack sends an app subscribed to `app_mention`, `message.channels` and
-        `message.im` for a person's message."""
-        return message_events(self, message)
-
-    def event_envelope(
-        self, event: dict[str, Any], *, event_id: str | None = None
-    ) -> dict[str, Any]:
-        """An `event_callback` envelope around `event`, as the Events API delivers it."""
-        return event_callback(self, event, event_id=event_id)
 
     async def send_event(
         self,
@@ -251,7 +232,7 @@ class LocalSlack(Workspace):
     ) -> BotResponse:
         """Deliver one event to the bot (a retry repeats `event_id` with `retry_num`); with
         `to="all"` every endpoint gets the very same envelope."""
-        envelope = self.event_envelope(event, event_id=event_id)
+        envelope = event_callback(self, event, event_id=event_id)
         if self.delivery == "socket":
             return await self._socket_mode.send("events_api", envelope, retry_num or 0)
         headers = {"Content-Type": "application/json"}
@@ -317,10 +298,6 @@ class LocalSlack(Workspace):
             raise KeyError(f"no user {user!r}")
         event = app_home_opened(self, user, event_ts=self.new_ts())
         return await self.send_event(event, to=to)
-
-    def home_view(self, user: str) -> dict[str, Any] | None:
-        """The App Home view the app last published for `user`."""
-        return self.home_views.get(user)
 
     async def click_home(
         self,

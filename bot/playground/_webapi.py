@@ -87,7 +87,6 @@ class WebApi:
     def __init__(self, workspace: Workspace, *, socket_url: Callable[[], str]) -> None:
         self.workspace = workspace
         self._socket_url = socket_url
-        self._fail_next: dict[str, list[tuple[int, int]]] = {}
         self._methods: dict[str, _Handler] = {
             "auth.test": self._auth_test,
             "blocks.validate": self._blocks_validate,
@@ -112,10 +111,6 @@ class WebApi:
             "users.info": self._users_info,
         }
 
-    def fail_next(self, method: str, *, status: int, retry_after: int) -> None:
-        """Answer the next call to `method` with `status` and a `Retry-After` header."""
-        self._fail_next.setdefault(method, []).append((status, retry_after))
-
     async def handle(self, request: web.Request) -> web.Response:
         ws = self.workspace
         method = request.match_info["method"]
@@ -130,20 +125,6 @@ class WebApi:
         args.pop("token", None)
         peer = request.transport.get_extra_info("peername") if request.transport else None
         peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
-        failures = self._fail_next.get(method)
-        if failures:
-            status, retry_after = failures.pop(0)
-            ws.calls.append(
-                ApiCall(
-                    method=method, args=args, at=time.time(), status=status, peer_port=peer_port
-                )
-            )
-            await ws.publish("rate_limited", {"method": method, "status": status})
-            return web.json_response(
-                {"ok": False, "error": "ratelimited"},
-                status=status,
-                headers={"Retry-After": str(retry_after)},
-            )
         ws.calls.append(ApiCall(method=method, args=args, at=time.time(), peer_port=peer_port))
         await ws.publish("call", {"method": method})
         if method == "apps.connections.open":

@@ -7,7 +7,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..slack._manifest import BOT_SCOPES
@@ -333,6 +333,8 @@ class Workspace(ChangeFeed):
     def bot_messages(
         self, channel: str | None = None, thread_ts: str | None = None
     ) -> list[Message]:
+        """The messages the bot posted (in `channel`, in the thread `thread_ts`), as the
+        benchmark's drivers read a thread's outcome."""
         return [
             m
             for m in self.messages
@@ -359,17 +361,3 @@ class Workspace(ChangeFeed):
         if opened.user != user:
             raise ValueError(f"view {view_id!r} was opened for {opened.user!r}, not {user!r}")
         return opened
-
-    def snapshot(self) -> dict[str, Any]:
-        """The whole workspace as JSON, for the playground page's first paint."""
-        return {
-            "bot_user_id": self.bot_user_id,
-            "users": [asdict(u) for u in self.users.values()],
-            "usergroups": self.usergroups,
-            "channels": [asdict(c) for c in self.channels.values()],
-            "messages": [{"channel": m.channel, **m.to_api()} for m in self.messages],
-            "ephemerals": [asdict(e) for e in self.ephemerals],
-            "views": [asdict(v) for v in self.views.values() if not v.closed],
-            "home_views": self.home_views,
-            "seq": self.last_seq,
-        }

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.playground import LocalSlack
 from bot.testing import OpenAICompatServer
+
+from .._local_slack import TestSlack
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "tests.slack.agents:approval_agent"
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 async def doctor(
-    slack: LocalSlack, store_url: str, *, agent: str = AGENT, **env: str
+    slack: TestSlack, store_url: str, *, agent: str = AGENT, **env: str
 ) -> tuple[int, list[str]]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "HANDBACK_"))}
     environment = {
@@ -56,7 +57,7 @@ def line(lines: list[str], name: str) -> str:
 
 
 async def test_everything_right_exits_0(redis_store_url: str) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(
             slack,
             redis_store_url,
@@ -85,7 +86,7 @@ async def test_everything_right_exits_0(redis_store_url: str) -> None:
 
 
 async def test_a_missing_scope_says_what_to_add_and_exits_1(redis_store_url: str) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         slack.scopes.remove("reactions:write")
         code, lines = await doctor(slack, redis_store_url)
     assert code == 1
@@ -96,7 +97,7 @@ async def test_a_missing_scope_says_what_to_add_and_exits_1(redis_store_url: str
 
 
 async def test_failures_name_what_is_wrong(tmp_path: Path) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(
             slack,
             "redis://127.0.0.1:1/0",
@@ -111,7 +112,7 @@ async def test_failures_name_what_is_wrong(tmp_path: Path) -> None:
 
 
 async def test_an_approver_slack_does_not_know_fails(sqlite_store_url: str) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
@@ -126,7 +127,7 @@ async def test_an_approver_slack_does_not_know_fails(sqlite_store_url: str) -> N
 
 async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path) -> None:
     path = tmp_path / "later.db"
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(slack, f"sqlite:///{path}")
     assert code == 0, lines
     assert line(lines, "store").startswith("warn  store: SQLite file")
@@ -134,7 +135,7 @@ async def test_a_missing_sqlite_file_is_a_warning_and_not_created(tmp_path: Path
 
 
 async def test_a_gate_nobody_can_open_fails_and_anyone_is_named(sqlite_store_url: str) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         shut_code, shut = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="")
         open_code, opened = await doctor(slack, sqlite_store_url)
         typo_code, typo = await doctor(slack, sqlite_store_url, HANDBACK_APPROVER="U0BOB")
@@ -160,7 +161,7 @@ async def test_a_gate_nobody_can_open_fails_and_anyone_is_named(sqlite_store_url
 async def test_doctor_starts_each_mcp_server_and_lists_its_tools_and_rules(
     sqlite_store_url: str, tmp_path: Path
 ) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
@@ -180,7 +181,7 @@ async def test_doctor_starts_each_mcp_server_and_lists_its_tools_and_rules(
 async def test_a_token_without_users_read_is_told_apart_from_a_wrong_user_id(
     sqlite_store_url: str,
 ) -> None:
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         slack.scopes.remove("users:read")
         code, lines = await doctor(slack, sqlite_store_url, HANDBACK_APPROVERS="U0BOB")
         assert code == 1
@@ -205,7 +206,7 @@ async def test_doctor_on_a_config_file_prints_each_tools_rule_per_channel(
     path = two_servers(tmp_path)
     # The file's model, served locally: doctor asks it one cheap question.
     model = OpenAICompatServer(lambda messages: "ok", models=["scripted"])
-    async with model as server, LocalSlack() as slack:
+    async with model as server, TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,

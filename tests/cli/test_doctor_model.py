@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.playground import LocalSlack
 from bot.testing import OpenAICompatServer
 from tests.cli.test_doctor import doctor, line
+
+from .._local_slack import TestSlack
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +20,7 @@ def ok_reply(messages: list[dict[str, object]]) -> str:
 
 
 async def test_a_model_the_server_serves_is_ok(sqlite_store_url: str) -> None:
-    async with OpenAICompatServer(ok_reply, models=["qwen2.5:7b"]) as server, LocalSlack() as slack:
+    async with OpenAICompatServer(ok_reply, models=["qwen2.5:7b"]) as server, TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
@@ -41,7 +42,7 @@ async def test_a_mistyped_model_fails_in_one_line_with_the_servers_words(
 ) -> None:
     async with (
         OpenAICompatServer(ok_reply, models=["gpt-4o-mini"]) as server,
-        LocalSlack() as slack,
+        TestSlack() as slack,
     ):
         code, lines = await doctor(
             slack,
@@ -60,7 +61,7 @@ async def test_a_mistyped_model_fails_in_one_line_with_the_servers_words(
 
 
 async def test_a_server_that_refuses_tools_fails_in_one_line(sqlite_store_url: str) -> None:
-    async with OpenAICompatServer(ok_reply, tools=False) as server, LocalSlack() as slack:
+    async with OpenAICompatServer(ok_reply, tools=False) as server, TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
@@ -81,7 +82,7 @@ async def test_a_server_that_refuses_tools_fails_in_one_line(sqlite_store_url: s
 async def test_a_model_server_out_of_reach_fails_in_one_line(sqlite_store_url: str) -> None:
     async with OpenAICompatServer(ok_reply) as server:
         url = server.base_url
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,
@@ -95,7 +96,7 @@ async def test_a_model_server_out_of_reach_fails_in_one_line(sqlite_store_url: s
 
 
 async def test_an_azure_deployment_by_name_and_api_version(sqlite_store_url: str) -> None:
-    async with OpenAICompatServer(ok_reply) as server, LocalSlack() as slack:
+    async with OpenAICompatServer(ok_reply) as server, TestSlack() as slack:
         code, lines = await doctor(
             slack,
             sqlite_store_url,

@@ -12,7 +12,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.playground._slack import LocalSlack
+from bot.playground import LocalSlack
 
 CHANNEL = "C0GENERAL"
 ALICE = "U0ALICE"

@@ -16,11 +16,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 import blocks
-from bot.playground import Playground
+from bot.playground import LocalSlack, Playground
 
 # The limits table and the stored message model: each row is checked against the wire.
 from bot.playground._limits import LIMITS
-from bot.playground._slack import LocalSlack
 from bot.playground._workspace_model import Message
 from tests.blocks._factory import TEXTS, adversarial_records, approval, ask
 

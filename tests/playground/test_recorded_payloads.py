@@ -33,9 +33,10 @@ from bot.playground._payloads import (
     url_verification,
     view_closed,
 )
-from bot.playground._slack import LocalSlack
 from tests.blocks._factory import approval, ask
 from tests.blocks._slack import click, submit
+
+from .._local_slack import TestSlack
 
 CHANNEL = "C0GENERAL"
 ALICE = "U0ALICE"
@@ -65,12 +66,12 @@ def missing_keys(recorded_: Any, built: Any, path: str = "") -> list[str]:
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
-    async with LocalSlack(agent_view=True) as local:
+async def slack() -> AsyncIterator[TestSlack]:
+    async with TestSlack(agent_view=True) as local:
         yield local
 
 
-def _client(slack: LocalSlack) -> AsyncWebClient:
+def _client(slack: TestSlack) -> AsyncWebClient:
     return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
 
 
@@ -103,7 +104,7 @@ MODAL = {
 }
 
 
-async def _built(slack: LocalSlack) -> dict[Recorded, dict[str, Any]]:
+async def _built(slack: TestSlack) -> dict[Recorded, dict[str, Any]]:
     """One payload of each recorded kind, as LocalSlack builds it."""
     client = _client(slack)
     mention = await slack.post_user_message(ALICE, CHANNEL, "deploy api", deliver=False)
@@ -149,7 +150,7 @@ async def _built(slack: LocalSlack) -> dict[Recorded, dict[str, Any]]:
     }
 
 
-async def test_every_payload_has_every_key_slack_records(slack: LocalSlack) -> None:
+async def test_every_payload_has_every_key_slack_records(slack: TestSlack) -> None:
     built = await _built(slack)
     assert sorted(built) == sorted(RECORDED)
     gaps = {name: missing_keys(recorded(name), built[name]) for name in RECORDED}
@@ -175,7 +176,7 @@ def test_each_fixture_names_its_source() -> None:
         assert "slackapi/" in source or "docs.slack.dev/" in source, name
 
 
-async def test_bolt_reads_who_where_and_which_thread_from_them(slack: LocalSlack) -> None:
+async def test_bolt_reads_who_where_and_which_thread_from_them(slack: TestSlack) -> None:
     built = await _built(slack)
     thread = built["message_in_thread"]["thread_ts"]
     expected: dict[Recorded, tuple[str | None, str | None, str | None]] = {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -13,10 +15,11 @@ import pytest
 
 from blocks import ANYONE
 from bot import Agent
-from bot.playground._slack import ApiCall, LocalSlack, Message
 from bot.slack import SlackBot, load_settings
+from bot.testing import FunctionModel
 from state import Store, open_store
 
+from .._local_slack import ApiCall, Message, TestSlack
 from . import agents
 
 CHANNEL = "C0GENERAL"
@@ -41,7 +44,7 @@ class Clock:
 
 @dataclass
 class Harness:
-    slack: LocalSlack
+    slack: TestSlack
     bot: SlackBot
     store: Store
     clock: Clock
@@ -95,9 +98,47 @@ class Harness:
 BotFactory = Callable[..., AbstractAsyncContextManager[Harness]]
 
 
-def calls_to(slack: LocalSlack, method: str) -> list[ApiCall]:
+def calls_to(slack: TestSlack, method: str) -> list[ApiCall]:
     """The Web API calls the bot made to `method` that Slack answered (in order)."""
     return [call for call in slack.calls if call.method == method and call.status == 200]
+
+
+def model_calls(agent: Agent) -> int:
+    """How many times the agent's scripted model was called so far."""
+    model = agent.model
+    assert isinstance(model, FunctionModel)
+    return model.calls
+
+
+LEAKS = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|File \"[^\"]+\", line \d+"
+    r"|<class '"
+    r"|\b[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+\.[A-Z]\w*(Error|Exception)\b"
+    r"|\b[A-Z]\w*(Error|Exception)(: |\()"
+)
+"""What gives internals away: a traceback, a source line, a class or an exception's name."""
+
+
+def visible_text(slack: TestSlack) -> list[str]:
+    """Everything people can read: messages (text and blocks), ephemerals and opened modals."""
+    shown = [m.text + json.dumps(m.blocks) for m in slack.messages]
+    shown += [e.text for e in slack.ephemerals]
+    shown += [json.dumps(v.view) for v in slack.views.values()]
+    return shown
+
+
+def assert_no_leaks(slack: TestSlack) -> None:
+    leaks = [text for text in visible_text(slack) if LEAKS.search(text)]
+    assert leaks == [], f"Slack shows internals: {leaks}"
+
+
+@pytest.fixture
+def nothing_leaks(slack: TestSlack) -> Iterator[None]:
+    """Ends the test by checking that nothing a person can see in Slack carries a traceback or
+    an exception's class path (`pytest.mark.usefixtures("nothing_leaks")`)."""
+    yield
+    assert_no_leaks(slack)
 
 
 @pytest.fixture(autouse=True)
@@ -110,13 +151,13 @@ def _fresh_deploys() -> Iterator[None]:
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
-    async with LocalSlack() as local:
+async def slack() -> AsyncIterator[TestSlack]:
+    async with TestSlack() as local:
         yield local
 
 
 @pytest.fixture
-def make_bot(slack: LocalSlack, store_url: str) -> BotFactory:
+def make_bot(slack: TestSlack, store_url: str) -> BotFactory:
     """`async with make_bot(agent, HANDBACK_APPROVERS=...) as h:` a bot on this test's store."""
 
     @asynccontextmanager

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from bot.playground._slack import LocalSlack, Message
-
+from .._local_slack import Message, TestSlack
 from .conftest import CHANNEL, Harness
 
 T = TypeVar("T")
@@ -87,24 +86,24 @@ async def poll(
         await asyncio.sleep(every)
 
 
-def answers(slack: LocalSlack, thread_ts: str) -> list[str]:
+def answers(slack: TestSlack, thread_ts: str) -> list[str]:
     """The bot's plain replies in a thread (not its cards), oldest first."""
     return [m.text for m in slack.bot_messages(thread_ts=thread_ts) if not m.blocks]
 
 
-def cards(slack: LocalSlack, thread_ts: str) -> list[Message]:
+def cards(slack: TestSlack, thread_ts: str) -> list[Message]:
     """Copies of the bot's cards in a thread as they are now."""
     return [copy.deepcopy(m) for m in slack.bot_messages(thread_ts=thread_ts) if m.blocks]
 
 
-async def card_in(slack: LocalSlack, thread_ts: str, *, timeout: float = 20.0) -> Message:  # noqa: ASYNC109
+async def card_in(slack: TestSlack, thread_ts: str, *, timeout: float = 20.0) -> Message:  # noqa: ASYNC109
     """The thread's first card, once there is one."""
     await slack.wait_for(lambda: cards(slack, thread_ts), timeout=timeout)
     return cards(slack, thread_ts)[0]
 
 
 async def answer_in(
-    slack: LocalSlack,
+    slack: TestSlack,
     thread_ts: str,
     *,
     count: int = 1,
@@ -115,7 +114,7 @@ async def answer_in(
     return answers(slack, thread_ts)
 
 
-def sorry(slack: LocalSlack) -> list[str]:
+def sorry(slack: TestSlack) -> list[str]:
     """Every "Sorry" the bot said, in threads or ephemerally."""
     said = [m.text for m in slack.bot_messages() if "Sorry" in m.text]
     return said + [e.text for e in slack.ephemerals if "Sorry" in e.text]
@@ -125,6 +124,6 @@ def interaction_id(card: Message) -> str:
     return Harness.interaction_id(card)
 
 
-def approved_by(slack: LocalSlack, card: Message, user: str) -> bool:
+def approved_by(slack: TestSlack, card: Message, user: str) -> bool:
     now = slack.message(CHANNEL, card.ts)
     return now is not None and f"*Approved* by <@{user}>" in str(now.blocks)

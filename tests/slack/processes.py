@@ -16,9 +16,9 @@ from typing import Any, Literal, Self
 
 import aiohttp
 
-from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
 from state._keys import DEFAULT_PREFIX
 
+from .._local_slack import ApiCall, ChangeKind, TestSlack
 from ..conftest import _redis_audit_leaks, _sqlite_audit_leaks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def bot_env(slack: LocalSlack, store_url: str, port: int) -> dict[str, str]:
+def bot_env(slack: TestSlack, store_url: str, port: int) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "HANDBACK_"))}
     return {
         **keep,
@@ -159,7 +159,7 @@ def check_audit(store_url: str) -> None:
 
 @asynccontextmanager
 async def bot_processes(
-    slack: LocalSlack,
+    slack: TestSlack,
     store_url: str,
     *,
     count: int = 1,
@@ -205,7 +205,7 @@ _READY: dict[Role, str] = {
 
 
 async def spawn_bot(
-    slack: LocalSlack,
+    slack: TestSlack,
     store_url: str,
     *,
     ref: str,
@@ -238,7 +238,7 @@ class Fleet:
 
     def __init__(
         self,
-        slack: LocalSlack,
+        slack: TestSlack,
         store_url: str,
         *,
         ref: str,
@@ -323,7 +323,7 @@ class Fleet:
 ApiHook = Callable[[ApiCall], None]
 
 
-class HookedSlack(LocalSlack):
+class HookedSlack(TestSlack):
     """A LocalSlack that runs hooks the moment a Web API call arrives, before it is answered
     (and before it changes the workspace): a hook that kills the bot process makes the bot die
     with the call sent and its answer never read."""

@@ -15,11 +15,14 @@ from slack_sdk.models.messages.chunk import Chunk
 
 from blocks import ACTION_APPROVE, escape
 from bot import Agent, Tool
+
+# A scripted streaming model, the refusals Slack gives a non-agent app and the stop watcher's
+# poll: the model interface and the Slack client's internals this file pins.
 from bot._model import ModelResponse
-from bot.playground._slack import ApiCall, LocalSlack
 from bot.slack._chat import NOT_AN_AGENT
 from bot.slack._drive import STOP_POLL
 
+from .._local_slack import ApiCall, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
 
@@ -36,11 +39,11 @@ AGENT_METHODS = {
 
 
 @pytest.fixture(autouse=True)
-def _declared_as_agent(slack: LocalSlack) -> None:
+def _declared_as_agent(slack: TestSlack) -> None:
     slack.agent_refusal = None
 
 
-def _calls(slack: LocalSlack, since: int = 0) -> list[ApiCall]:
+def _calls(slack: TestSlack, since: int = 0) -> list[ApiCall]:
     return [c for c in slack.calls[since:] if c.method in AGENT_METHODS and c.status == 200]
 
 
@@ -64,7 +67,7 @@ def _text(call: ApiCall) -> str:
 
 
 async def test_an_approval_shows_as_a_session_that_suspends_and_resumes(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
         asked = await h.mention(ALICE, "deploy api to prod")
@@ -142,7 +145,7 @@ LONG = "".join(f"line {n:04d}: a <b> & c\n" for n in range(240))[:5000]
 
 @pytest.mark.parametrize("rate_limited", [False, True], ids=["plain", "429-on-append"])
 async def test_a_long_answer_streams_whole_in_few_calls(
-    make_bot: BotFactory, slack: LocalSlack, rate_limited: bool
+    make_bot: BotFactory, slack: TestSlack, rate_limited: bool
 ) -> None:
     assert len(LONG) == 5000
     agent = Agent(name="writer", model=_Trickle(LONG))
@@ -168,7 +171,7 @@ def _fail(service: str) -> str:
 
 
 async def test_a_failing_tool_is_an_error_task_and_its_output_is_escaped(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     def script(messages: list[dict[str, Any]]) -> Any:
         if messages[-1]["role"] == "tool":
@@ -191,7 +194,7 @@ async def test_a_failing_tool_is_an_error_task_and_its_output_is_escaped(
 # pages we could read; each answer that says so (`NOT_AN_AGENT`) is pinned here.
 @pytest.mark.parametrize("refusal", sorted(NOT_AN_AGENT))
 async def test_an_app_that_is_not_an_agent_falls_back_once_with_one_log_line(
-    make_bot: BotFactory, slack: LocalSlack, caplog: pytest.LogCaptureFixture, refusal: str
+    make_bot: BotFactory, slack: TestSlack, caplog: pytest.LogCaptureFixture, refusal: str
 ) -> None:
     slack.agent_refusal = refusal
     caplog.set_level(logging.WARNING, logger="handback.slack")
@@ -209,7 +212,7 @@ async def test_an_app_that_is_not_an_agent_falls_back_once_with_one_log_line(
 
 
 async def test_classic_setting_never_calls_the_agent_methods(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_SLACK_UI="classic") as h:
         asked = await h.mention(ALICE, "deploy api to prod")
@@ -237,7 +240,7 @@ class _Gate:
 
 
 async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     gate = _Gate()
 
@@ -286,7 +289,7 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
 
 
 async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     """A click's turn learns the thread's stop mark with its claim (no read of its own): a
     stop pressed while it runs ends it within a second, and the stop that ended the thread's
@@ -334,7 +337,7 @@ async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
 
 
 async def test_stop_closes_the_open_card_and_cancels_its_run(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS="S0OPS") as h:
         asked = await h.mention(ALICE, "deploy api to prod")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ApiCall, LocalSlack
 from state import open_store
 
+from .._local_slack import ApiCall, TestSlack
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import AGENT, QUICK, Marks, card_in, poll
 from .processes import Fleet, HookedSlack
@@ -31,7 +31,7 @@ def _env(marks: Marks) -> dict[str, str]:
     return {**QUICK, **marks.env}
 
 
-def _status(slack: LocalSlack, thread_ts: str) -> str | None:
+def _status(slack: TestSlack, thread_ts: str) -> str | None:
     session = slack.sessions.get((CHANNEL, thread_ts))
     return None if session is None else session.status
 
@@ -45,7 +45,7 @@ async def test_a_stop_at_the_web_process_ends_the_turn_in_the_worker(
     store_url: str, marks: Marks, verb: str, mark: str
 ) -> None:
     async with (
-        LocalSlack(agent_view=True) as slack,
+        TestSlack(agent_view=True) as slack,
         Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet,
     ):
         [web, worker] = await fleet.start("web", "worker")

@@ -10,12 +10,13 @@ from blocks import ACTION_APPROVE, ACTION_DENY_REASON
 
 # Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
 from blocks._home import NOTICE_BLOCK
-from bot.playground._payloads import home_block_actions
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
+
+# The exact refusal text shown in the Home tab and recorded in the audit.
 from bot.slack._home import NOT_IN_HOME
 from state import InteractionRecord, RunRecord, open_store
 
+from .._local_slack import TestSlack, home_block_actions
 from ..blocks._slack import check_home_view
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness, calls_to
@@ -314,7 +315,7 @@ async def test_another_agents_requests_in_a_shared_store_are_not_listed(
 
 
 async def test_a_home_click_that_cannot_be_recorded_says_so_on_top_of_the_view(
-    slack: LocalSlack, sqlite_store_url: str
+    slack: TestSlack, sqlite_store_url: str
 ) -> None:
     """A Home click has no channel for an ephemeral "not recorded": the view the person has
     open is published again from the click's payload (the store is what failed) with the

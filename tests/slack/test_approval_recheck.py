@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from blocks import ACTION_APPROVE
+
+# How long a user-group read counts as fresh: the clock is moved just past it.
 from bot.slack._policy import FRESH_WITHIN
 from state import AuditEntry
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 from bot.events import InteractionEvent
+
+# Calls the card poster directly with its thread: a retried pause has no public entry point.
 from bot.slack._turns import Thread
 
 from ..conftest import answer_only

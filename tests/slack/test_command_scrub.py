@@ -12,8 +12,8 @@ from typing import Literal
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_DENY
-from bot.playground._slack import LocalSlack
 
+from .._local_slack import TestSlack
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, Harness
 from .test_security_surface import RELEASED, _raw_holders, _release_agent
 
@@ -23,8 +23,8 @@ Ending = Literal["expired", "superseded", "stopped", "denied", "approved"]
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
-    async with LocalSlack() as local:
+async def slack() -> AsyncIterator[TestSlack]:
+    async with TestSlack() as local:
         local.agent_refusal = None  # the app is an agent: its sessions have a stop button
         yield local
 

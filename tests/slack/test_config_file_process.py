@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 from bot.testing import OpenAICompatServer
 
+from .._local_slack import TestSlack
 from ..mcp.config_files import (
     DEPLOYS,
     GENERAL,
@@ -39,7 +39,7 @@ async def test_handback_run_serves_a_config_file_with_its_channels_tool_sets(
             "OPENAI_BASE_URL": model.base_url,
         }
         async with (
-            LocalSlack() as slack,
+            TestSlack() as slack,
             Fleet(slack, sqlite_store_url, ref=str(path), env=env) as fleet,
         ):
             [bot] = await fleet.start("all")

@@ -11,18 +11,20 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.playground._slack import LocalSlack
+# The doctor's card checks are unit-tested here; the CLI that uses them is tests/cli/test_doctor.py.
 from bot.slack._card_fit import CARD_KINDS, Sent, card_kinds
 from bot.slack._doctor import Check, cards
 
+from .._local_slack import TestSlack
+
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
-    async with LocalSlack() as local:
+async def slack() -> AsyncIterator[TestSlack]:
+    async with TestSlack() as local:
         yield local
 
 
-def _client(slack: LocalSlack) -> AsyncWebClient:
+def _client(slack: TestSlack) -> AsyncWebClient:
     return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
 
 
@@ -52,7 +54,7 @@ BROKEN: dict[str, list[Sent]] = {
 }
 
 
-async def test_every_card_kind_fits_offline_and_in_slack(slack: LocalSlack) -> None:
+async def test_every_card_kind_fits_offline_and_in_slack(slack: TestSlack) -> None:
     assert sorted(card_kinds()) == sorted(CARD_KINDS)
     lines = _lines(await cards(_client(slack)))
     assert lines == [
@@ -69,7 +71,7 @@ async def test_without_a_token_the_cards_are_checked_offline_only() -> None:
     ]
 
 
-async def test_a_card_past_a_limit_is_one_line_naming_its_kind(slack: LocalSlack) -> None:
+async def test_a_card_past_a_limit_is_one_line_naming_its_kind(slack: TestSlack) -> None:
     kinds = {**card_kinds(), **BROKEN}
     checks = await cards(_client(slack), kinds)
     failing = [check for check in checks if check.status == "FAIL"]
@@ -89,7 +91,7 @@ async def test_a_card_past_a_limit_is_one_line_naming_its_kind(slack: LocalSlack
     assert all(c.status == "FAIL" for c in checks)
 
 
-async def test_a_workspace_that_does_not_check_them_is_a_warning(slack: LocalSlack) -> None:
+async def test_a_workspace_that_does_not_check_them_is_a_warning(slack: TestSlack) -> None:
     slack.fail_next("blocks.validate", status=429, retry_after=30)
     checks = await cards(_client(slack))
     assert (
@@ -98,7 +100,7 @@ async def test_a_workspace_that_does_not_check_them_is_a_warning(slack: LocalSla
     )
 
 
-async def test_blocks_validate_answers_as_slack_documents(slack: LocalSlack) -> None:
+async def test_blocks_validate_answers_as_slack_documents(slack: TestSlack) -> None:
     client = _client(slack)
     assert (await client.blocks_validate(blocks=[_section(10)]))["ok"]
     with pytest.raises(SlackApiError) as refused:

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack, Message
 
+from .._local_slack import Message, TestSlack
 from ..load import cpu_burners
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import AGENT, Marks, poll, sorry
@@ -57,7 +57,7 @@ class Slack:
     """Slack delivers a failed event again at once, after a minute and after five (here sixty
     times sooner); then it gives up."""
 
-    def __init__(self, local: LocalSlack) -> None:
+    def __init__(self, local: TestSlack) -> None:
         self.local = local
         self._sending = asyncio.Semaphore(self.IN_FLIGHT)
 
@@ -91,7 +91,7 @@ class Slack:
             return sent.status
 
 
-def _by_thread(slack: LocalSlack, *, cards: bool) -> dict[str, list[Message]]:
+def _by_thread(slack: TestSlack, *, cards: bool) -> dict[str, list[Message]]:
     threads: dict[str, list[Message]] = {}
     for message in slack.bot_messages(channel=CHANNEL):
         if bool(message.blocks) == cards and message.thread_ts:
@@ -104,11 +104,11 @@ NOT_RECORDED = "could not record that"
 again."""
 
 
-def _not_recorded(slack: LocalSlack) -> int:
+def _not_recorded(slack: TestSlack) -> int:
     return sum(NOT_RECORDED in e.text for e in slack.ephemerals)
 
 
-async def _approve_all(slack: LocalSlack, bot: BotProcess, cards: list[Message]) -> int:
+async def _approve_all(slack: TestSlack, bot: BotProcess, cards: list[Message]) -> int:
     """Bob approves every card at once, and clicks again on each card left unanswered after
     the bot told him it could not record his click (as the notice asks); the clicks made."""
     clicks = 0
@@ -121,7 +121,7 @@ async def _approve_all(slack: LocalSlack, bot: BotProcess, cards: list[Message])
     raise AssertionError(f"{len(unanswered)} card(s) still unanswered after {CLICK_ROUNDS} rounds")
 
 
-async def _click(slack: LocalSlack, bot: BotProcess, cards: list[Message]) -> list[Message]:
+async def _click(slack: TestSlack, bot: BotProcess, cards: list[Message]) -> list[Message]:
     """One round of clicks; the cards left unanswered, each of them a click the bot said it
     could not record."""
     told = _not_recorded(slack)
@@ -141,7 +141,7 @@ async def _click(slack: LocalSlack, bot: BotProcess, cards: list[Message]) -> li
     return unanswered
 
 
-def _answered(slack: LocalSlack, cards: list[Message]) -> int:
+def _answered(slack: TestSlack, cards: list[Message]) -> int:
     answered = _by_thread(slack, cards=False)
     return sum(card.thread_ts in answered for card in cards)
 
@@ -151,7 +151,7 @@ async def test_a_thousand_mentions_then_a_thousand_approvals(
 ) -> None:
     marks = Marks.make(tmp_path)
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env={**DEFAULTS, **marks.env}) as fleet,
     ):
         [bot] = await fleet.start("all")
@@ -164,7 +164,7 @@ async def test_a_thousand_mentions_then_a_thousand_approvals(
         assert taken_over == 0
 
 
-async def _burst(slack: LocalSlack, bot: BotProcess, store_url: str, marks: Marks) -> None:
+async def _burst(slack: TestSlack, bot: BotProcess, store_url: str, marks: Marks) -> None:
     began = time.monotonic()
     delivering = Slack(slack)
     mentions = await asyncio.gather(

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 
+from .._local_slack import TestSlack
 from .conftest import ALICE, BOB, CAROL, CHANNEL
 from .durable import (
     QUICK,
@@ -38,7 +38,7 @@ async def test_identical_requests_with_call_0_resume_their_own_threads(
 ) -> None:
     marks = Marks.make(tmp_path)
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         await fleet.start("all")

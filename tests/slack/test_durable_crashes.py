@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ApiCall, LocalSlack
 from state import open_store
 
+from .._local_slack import ApiCall, TestSlack
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import (
     AGENT,
@@ -47,7 +47,7 @@ def marks(tmp_path: Path) -> Marks:
 FOLLOW_UP = "what did I ask for?"
 
 
-async def _thread_goes_on(slack: LocalSlack, thread_ts: str, said: list[str]) -> None:
+async def _thread_goes_on(slack: TestSlack, thread_ts: str, said: list[str]) -> None:
     """A follow-up mention in the thread is answered, from the whole conversation."""
     before = len(answers(slack, thread_ts))
     await slack.post_user_message(ALICE, CHANNEL, FOLLOW_UP, thread_ts=thread_ts)
@@ -62,7 +62,7 @@ def _env(marks: Marks) -> dict[str, str]:
 async def test_kill_in_a_tool_before_its_result_is_saved(store_url: str, marks: Marks) -> None:
     """(a) A tool of a turn without approval kills its process; another process finishes the
     turn without running the tool again, and says the call was interrupted."""
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+    async with TestSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
         await fleet.start("all", "all")
         marks.arm("lookup")
         asked = await slack.post_user_message(ALICE, CHANNEL, "lookup api")
@@ -138,7 +138,7 @@ async def test_kill_after_the_click_is_acked_before_it_is_claimed(
 ) -> None:
     """(c) A web process records the click and acks it, then dies; a worker process started
     afterwards claims the answer and resumes the run."""
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+    async with TestSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
         web, worker = await fleet.start("web", "worker")
         asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
         card = await card_in(slack, asked.ts)
@@ -207,7 +207,7 @@ async def test_kill_after_the_approved_tool_ran_before_the_resume_is_saved(
 ) -> None:
     """(d) The approved deploy runs, then kills its process before its result is saved; the
     other process finishes the resumed run without deploying again."""
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+    async with TestSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
         await fleet.start("all", "all")
         asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod")
         card = await card_in(slack, asked.ts)
@@ -281,7 +281,7 @@ async def test_kill_after_a_tool_answered_by_a_thread_reply_ran(
     """(d, a question) The answer is a reply in the thread; the tool acts on it, then kills its
     process before its result is saved. The other process finishes the resumed run, without
     running the tool again and without taking the reply for a new message."""
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
+    async with TestSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(marks)) as fleet:
         await fleet.start("all", "all")
         asked = await slack.post_user_message(ALICE, CHANNEL, "name 2.3")
         await card_in(slack, asked.ts)

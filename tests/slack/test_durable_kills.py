@@ -37,8 +37,8 @@ import aiohttp
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ApiCall
 
+from .._local_slack import ApiCall
 from ..load import cpu_burners
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import INTERRUPTED, Marks, answers, approved_by, cards, sorry

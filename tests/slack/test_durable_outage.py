@@ -23,8 +23,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ChangeKind, LocalSlack
 
+from .._local_slack import ChangeKind, TestSlack
 from ..conftest import IN_CI
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import (
@@ -131,7 +131,7 @@ async def test_a_mention_while_redis_is_down_is_refused_in_time(
     """Slack gets a non-2xx within its 3 s, so it delivers the event again; the redelivery,
     once Redis is back, is answered."""
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         await fleet.start("all")
@@ -166,7 +166,7 @@ async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
     """The click is acked within 3 s and the person gets the "could not record" message;
     clicking again once Redis is back deploys, once."""
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         await fleet.start("all")
@@ -206,7 +206,7 @@ async def test_work_taken_before_redis_stopped_finishes_once_it_is_back(
     back the turn ends with an answer in the thread, the tool having run once, with no
     restart of the bot."""
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         [bot] = await fleet.start("all")
@@ -236,7 +236,7 @@ async def test_requests_right_after_redis_is_back_are_taken(
     """Once Redis answers again, the bot's next requests are recorded: connections the outage
     broke must not each cost a person a refused request."""
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_server.url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         [bot] = await fleet.start("all")

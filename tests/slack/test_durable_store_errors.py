@@ -1,6 +1,7 @@
 """A store call that fails once in the middle of a turn (a pool timeout, a dropped connection)
 is an outage, not a failed run: the work item is retried and the turn ends as it would have,
-its tool having run once (issue 8). In process, with a store that fails on cue."""
+its tool having run once (issue 8). In process, with a store that fails on cue. A store that is
+gone is told: a click is acked and its person told nothing happened, an event is not acked."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import RunRecord, StopGuard, StoreError, open_store
+
+# Writes to the SQLite file behind the store's back, as another process would.
 from state._url import sqlite_path
 
+from .._local_slack import TestSlack
+from . import agents
 from .agents import DEPLOYS, approval_agent
-from .conftest import ALICE, BOB, CHANNEL
+from .conftest import ALICE, BOB, CHANNEL, BotFactory
 from .durable import answers, card_in, sorry
 
 
@@ -43,7 +49,7 @@ class FlakyStore:
 async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
     store_url: str,
 ) -> None:
-    async with LocalSlack() as slack, open_store(store_url) as real:
+    async with TestSlack() as slack, open_store(store_url) as real:
         store = FlakyStore(real, lambda run: run.status == "success")
         settings = load_settings(
             slack_bot_token=slack.bot_token,
@@ -86,7 +92,7 @@ async def test_clicks_arriving_together_each_count_or_are_told_they_did_not(
     while one is being written): when one of them cannot be written, neither can those it
     shares a write with, and each of those clickers is told; the others' clicks count. None is
     both told and counted, and clicked again, each card deploys once."""
-    async with LocalSlack() as slack, open_store(sqlite_store_url) as store:
+    async with TestSlack() as slack, open_store(sqlite_store_url) as store:
         settings = load_settings(
             slack_bot_token=slack.bot_token,
             slack_signing_secret=slack.signing_secret,
@@ -129,3 +135,24 @@ async def test_clicks_arriving_together_each_count_or_are_told_they_did_not(
             assert [answers(slack, message.ts) for message in asked] == [
                 ["Tool said: deployed api to prod"]
             ] * len(cards)
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_a_store_outage_is_told_not_swallowed(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        await h.store.aclose()  # what a Redis restart looks like to the bot, for a moment
+        # A click that cannot be recorded is acked (Slack shows no error) and the person is told
+        # that nothing happened.
+        assert await h.click(BOB, card.ts, ACTION_APPROVE) == 200
+        assert "could not record that" in h.ephemerals(BOB)[-1]
+        # An event that cannot be recorded is not acked, so Slack delivers it again later.
+        message = await h.slack.post_user_message(
+            BOB, CHANNEL, "hello?", thread_ts=asked.ts, mention=False, deliver=False
+        )
+        [event] = h.slack.events_for(message)
+        assert (await h.slack.send_event(event)).status == 503
+        await h.bot.drain()
+        assert h.texts(asked.ts) == []
+        assert agents.DEPLOYS == []

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 from state import open_store
 
+from .._local_slack import TestSlack
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE
 from .durable import (
     AGENT,
@@ -58,7 +58,7 @@ async def test_a_worker_killed_mid_run_leaves_its_work_to_the_other(
     redis_store_url: str, marks: Marks
 ) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_store_url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         await fleet.start("web", "web", "worker", "worker")
@@ -119,7 +119,7 @@ def _ended_pids(marks: Marks) -> list[str]:
     return [line.split()[0] for line in marks.lines("slow") if line.split()[1] == "end"]
 
 
-def _already_answered(slack: LocalSlack) -> list[object]:
+def _already_answered(slack: TestSlack) -> list[object]:
     return [e for e in slack.ephemerals if "already answered" in e.text]
 
 
@@ -131,7 +131,7 @@ async def test_sigterm_hands_work_in_flight_to_another_worker(
     few seconds, whether the tool is async or sync (run in a thread); another worker finishes
     the turn, without running the tool again, and the thread says the call was interrupted."""
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env={**QUICK, **marks.env}) as fleet,
     ):
         await fleet.start("web", "worker", "worker")

@@ -13,9 +13,9 @@ from slack_sdk.models.views import View
 
 from blocks import ACTION_APPROVE, ACTION_EDIT
 from bot import Agent, Approval, Tool
-from bot.playground._workspace_model import OpenedView
 from bot.testing import FunctionModel
 
+from .._local_slack import OpenedView
 from .conftest import ALICE, BOB, CAROL, BotFactory, Harness
 
 RAN: list[dict[str, str]] = []
@@ -79,7 +79,7 @@ def _blocks(view: OpenedView) -> dict[str, str]:
 
 
 def _values(view: OpenedView, **by_label: str) -> dict[str, str]:
-    """What a person submits: the pre-filled values, changed where `by_label` says (LocalSlack
+    """What a person submits: the pre-filled values, changed where `by_label` says (TestSlack
     does not carry initial values into the state as Slack does, so every field is given)."""
     shown = {"Service": "api", "Version": "2.3", "Environment": "staging"}
     blocks = _blocks(view)

@@ -11,11 +11,11 @@ import pytest
 
 from blocks import ACTION_APPROVE
 from bot import Agent, UsageError
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from bot.testing import FunctionModel
 from state import open_store
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, BOB, BotFactory
 
@@ -38,7 +38,7 @@ async def test_serving_leaves_the_embedding_programs_garbage_collector_as_it_was
 
 
 async def test_an_agent_without_a_store_uses_the_apps_while_it_is_open(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     agent = _plain_agent()
     settings = load_settings(
@@ -54,7 +54,7 @@ async def test_an_agent_without_a_store_uses_the_apps_while_it_is_open(
 
 
 async def test_an_app_refuses_an_agent_that_saves_its_runs_in_another_store(
-    slack: LocalSlack, store_url: str, tmp_path: Path
+    slack: TestSlack, store_url: str, tmp_path: Path
 ) -> None:
     settings = load_settings(
         slack_bot_token=slack.bot_token,

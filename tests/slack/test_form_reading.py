@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from yarl import query_to_pairs
 
+# The gate's form parser, compared with Bolt's and the standard library's on every body.
 from bot.slack._verify import Misfit, parse_body
 
 _piece = st.lists(

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import Store, open_store
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, Clock
 
@@ -52,7 +52,7 @@ class Target:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._stack = AsyncExitStack()
-        self.slack: LocalSlack
+        self.slack: TestSlack
         self.bot: SlackBot
         self.store: Store
         self.card_ts = ""
@@ -75,7 +75,7 @@ class Target:
         self._loop.close()
 
     async def _start(self) -> None:
-        self.slack = await self._stack.enter_async_context(LocalSlack())
+        self.slack = await self._stack.enter_async_context(TestSlack())
         config = load_settings(
             slack_bot_token=self.slack.bot_token,
             slack_signing_secret=self.slack.signing_secret,

@@ -15,6 +15,8 @@ from typing import Any
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
 from bot import Agent, Approval, Tool
+
+# `handback grants` without a subprocess, and how long a user-group read counts as fresh.
 from bot._admin import print_grants
 from bot.slack._policy import FRESH_WITHIN
 from bot.testing import FunctionModel

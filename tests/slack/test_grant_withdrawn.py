@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ApiCall, LocalSlack
+
+# How long a user-group read counts as fresh, and the exact text of a withdrawn grant.
 from bot.slack._policy import FRESH_WITHIN
 from bot.slack._recheck import GRANT_TAKEN_BACK
 
+from .._local_slack import ApiCall, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CAROL, BotFactory
 from .test_grant_bounds import THREAD_GRANT, group_grant_agent
@@ -21,7 +23,7 @@ from .test_stop_authorized import InterposingSlack
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
+async def slack() -> AsyncIterator[TestSlack]:
     async with InterposingSlack() as local:
         yield local
 

@@ -14,14 +14,17 @@ from typing import Any
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_GRANT, ACTION_REVOKE
+
+# `handback audit` without a subprocess, the revoke the Revoke button makes, and raw Redis
+# keys and SQLite rows corrupted behind the store's back.
 from bot._admin import print_audit
-from bot.playground._slack import LocalSlack, Message
 from bot.slack import SlackBot, load_settings
 from bot.slack._grants import revoke_grant
 from state import Grant, RedisStore, SQLiteStore, StoreError, open_store
 from state._keys import RedisKeys
 from state._url import sqlite_path
 
+from .._local_slack import Message, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness
 
@@ -245,7 +248,7 @@ class _CrashingStore:
 
 @asynccontextmanager
 async def _crashing_bot(
-    slack: LocalSlack, store_url: str, name: str, *, lose: bool = False
+    slack: TestSlack, store_url: str, name: str, *, lose: bool = False
 ) -> AsyncIterator[tuple[Harness, _CrashingStore]]:
     async with open_store(store_url) as real:
         store = _CrashingStore(real, name, lose=lose)
@@ -278,7 +281,7 @@ async def _drain_until(h: Harness, done: Any, seconds: float = 10) -> None:
 
 
 async def test_a_grant_lost_with_its_process_is_added_by_the_retried_click(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     async with _crashing_bot(slack, store_url, "add_grant") as (h, store):
         asked = await h.mention(ALICE, "deploy api to dev")
@@ -295,7 +298,7 @@ async def test_a_grant_lost_with_its_process_is_added_by_the_retried_click(
 
 
 async def test_a_turn_retried_after_a_use_runs_the_tool_once(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """The turn's process dies after the grant answered the approval, before the resume was
     queued: the retried turn posts no card and no second notice, and the deploy runs once."""
@@ -312,7 +315,7 @@ async def test_a_turn_retried_after_a_use_runs_the_tool_once(
         assert h.texts(again.ts)[-1] == "Tool said: deployed api to dev"
 
 
-async def test_a_use_whose_resume_was_lost_is_recovered(slack: LocalSlack, store_url: str) -> None:
+async def test_a_use_whose_resume_was_lost_is_recovered(slack: TestSlack, store_url: str) -> None:
     """The resume of a call approved under a grant is never queued (the process died right
     after the answer): the settled-run recovery finds the run and resumes it."""
     async with _crashing_bot(slack, store_url, "enqueue", lose=True) as (h, store):
@@ -328,7 +331,7 @@ async def test_a_use_whose_resume_was_lost_is_recovered(slack: LocalSlack, store
 
 
 async def test_a_follow_up_turn_retried_after_a_use_runs_the_tool_once(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """As above, in the thread of the grant: the retried turn continues the conversation from
     the same parent run as its first attempt, finds the approval answered, and runs it once."""

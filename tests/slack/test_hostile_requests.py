@@ -19,10 +19,10 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from blocks import ACTION_APPROVE, ACTION_CONFIRM
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import open_store
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, Clock, Harness, calls_to
 
@@ -357,7 +357,7 @@ async def test_a_well_formed_mention_still_starts_a_run(make_bot: BotFactory) ->
 
 
 async def test_socket_mode_payloads_go_through_the_same_models(
-    slack: LocalSlack, store_url: str, caplog: pytest.LogCaptureFixture
+    slack: TestSlack, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = load_settings(
         slack_bot_token=slack.bot_token,

@@ -16,11 +16,11 @@ from typing import Any, cast
 import pytest
 
 from bot import Agent, Tool
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from bot.testing import FunctionModel
 from state import Store, open_store
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, CHANNEL
 
@@ -73,7 +73,7 @@ class SlowStore:
 
 @asynccontextmanager
 async def _bot(
-    slack: LocalSlack, store_url: str, agent: Agent, **slow: Any
+    slack: TestSlack, store_url: str, agent: Agent, **slow: Any
 ) -> AsyncIterator[tuple[SlackBot, SlowStore]]:
     slack.agent_refusal = None  # the app is an agent: turns are sessions with a stop button
     config = load_settings(
@@ -102,7 +102,7 @@ INTERRUPTED = "was interrupted while it ran: it may or may not have taken effect
 
 
 async def test_a_hundred_turns_on_a_slow_store_neither_hang_nor_leave_a_watcher(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """Ten threads, ten turns each, on a store whose every call takes 50-200 ms."""
     async with _bot(slack, store_url, agents.memory_agent, seed=19) as (bot, _):
@@ -130,7 +130,7 @@ async def test_a_hundred_turns_on_a_slow_store_neither_hang_nor_leave_a_watcher(
 
 
 async def test_a_stop_ends_a_turn_whose_cancellation_a_store_call_swallowed(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """The turn's tool is always inside a store call, so the stop's cancellation lands in one,
     and one time in two the store lets it through: the stop cancels again until the run is
@@ -171,7 +171,7 @@ async def test_a_stop_ends_a_turn_whose_cancellation_a_store_call_swallowed(
 
 
 async def test_an_event_whose_inbox_write_ignores_its_deadline_is_refused_in_time(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """The inbox write takes 4 s and does not heed the cancellation at its 2 s bound: the
     event still gets its 503 (Slack delivers it again) before Slack's 3 s are up."""

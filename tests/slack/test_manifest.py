@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+# What the code asks Slack for, compared with manifest.yml.
 from bot.slack._manifest import BOT_EVENTS, BOT_SCOPES, COMMANDS, HOME_TAB_ENABLED
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"

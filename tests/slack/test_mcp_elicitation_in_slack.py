@@ -16,9 +16,9 @@ import pytest
 from blocks import ACTION_ANSWER, ACTION_ELICIT, ACTION_OPTION
 from bot import Agent
 from bot.mcp import MCPServer
-from bot.playground._slack import Ephemeral
 from bot.testing import FunctionModel
 
+from .._local_slack import Ephemeral
 from ..mcp.conftest import Ops, ops_in
 from .conftest import ALICE, BOB, BotFactory, Harness, calls_to
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_ANSWER, ACTION_ELICIT, ACTION_OPTION
-from bot.playground._slack import Ephemeral, LocalSlack
 from state import open_store
 
+from .._local_slack import Ephemeral, TestSlack
 from ..mcp.conftest import Ops, ops_in, until
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import answer_in, card_in, cards, interaction_id
@@ -50,7 +50,7 @@ def _actions(blocks: list[dict[str, object]]) -> list[str]:
     ]
 
 
-def _ephemeral_cards(slack: LocalSlack, user: str, thread_ts: str) -> list[Ephemeral]:
+def _ephemeral_cards(slack: TestSlack, user: str, thread_ts: str) -> list[Ephemeral]:
     return [e for e in slack.ephemerals_for(user) if e.thread_ts == thread_ts and e.blocks]
 
 
@@ -58,7 +58,7 @@ async def test_answers_given_while_the_call_is_open_reach_the_server_as_given(
     store_url: str, ops: Ops
 ) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet,
     ):
         await fleet.start("web", "worker", "worker")
@@ -114,7 +114,7 @@ async def test_a_url_question_is_the_requesters_and_the_servers_notice_completes
     store_url: str, ops: Ops
 ) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet,
     ):
         await fleet.start("all")
@@ -151,7 +151,7 @@ async def test_after_a_kill_the_call_is_interrupted_and_the_card_says_the_questi
     store_url: str, ops: Ops
 ) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet,
     ):
         [first] = await fleet.start("all")
@@ -179,7 +179,7 @@ async def test_an_unanswered_question_expires_and_the_server_gets_cancel(
 ) -> None:
     ttl = {"HANDBACK_INTERACTION_TTL": "3", "HANDBACK_SWEEP_INTERVAL": "0.5"}
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, sqlite_store_url, ref=AGENT, env={**_env(ops), **ttl}) as fleet,
     ):
         await fleet.start("all")

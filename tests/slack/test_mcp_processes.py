@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_ANSWER, ACTION_APPROVE
-from bot.playground._slack import LocalSlack
 
+from .._local_slack import TestSlack
 from ..mcp.conftest import Ops, ops_in, until
 from .conftest import ALICE, BOB, CHANNEL
 from .durable import answer_in, card_in
@@ -44,7 +44,7 @@ async def test_a_call_open_when_the_bot_died_is_interrupted_and_an_approval_surv
     sqlite_store_url: str, ops: Ops
 ) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, sqlite_store_url, ref=AGENT, env=_env(ops)) as fleet,
     ):
         [first] = await fleet.start("all")
@@ -73,7 +73,7 @@ async def test_a_call_open_when_the_bot_died_is_interrupted_and_an_approval_surv
 async def test_a_question_answered_after_a_kill_sends_one_retry_with_the_stored_state(
     store_url: str, ops: Ops
 ) -> None:
-    async with LocalSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet:
+    async with TestSlack() as slack, Fleet(slack, store_url, ref=AGENT, env=_env(ops)) as fleet:
         [first] = await fleet.start("all")
         scale = await slack.post_user_message(ALICE, CHANNEL, "scale api")
         card = await card_in(slack, scale.ts)

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from blocks import ACTION_CONFIRM
-from bot.playground._slack import LocalSlack, Message
 
+from .._local_slack import Message, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, BotFactory, Harness
 
@@ -18,8 +18,8 @@ THREAD_GRANT = "hb:grant:thread"
 
 
 @pytest.fixture(params=[False, True], ids=["classic", "agent-session"])
-async def slack(request: pytest.FixtureRequest) -> AsyncIterator[LocalSlack]:
-    async with LocalSlack(agent_view=request.param) as local:
+async def slack(request: pytest.FixtureRequest) -> AsyncIterator[TestSlack]:
+    async with TestSlack(agent_view=request.param) as local:
         yield local
 
 

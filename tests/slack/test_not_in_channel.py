@@ -11,10 +11,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import Agent, Tool
-from bot.playground._slack import LocalSlack
+
+# Drives the bot's Slack client directly: its response_url check has no public entry point.
 from bot.slack._chat import Chat
 from bot.testing import FunctionModel
 
+from .._local_slack import TestSlack
 from .conftest import ALICE, CHANNEL, BotFactory
 
 DEPLOYS: list[str] = []
@@ -40,7 +42,7 @@ def _fresh() -> None:
     DEPLOYS.clear()
 
 
-async def test_localslack_refuses_posts_where_the_bot_is_not_a_member(slack: LocalSlack) -> None:
+async def test_localslack_refuses_posts_where_the_bot_is_not_a_member(slack: TestSlack) -> None:
     slack.leave(CHANNEL, slack.bot_user_id)
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
     for call in (
@@ -79,11 +81,11 @@ async def test_a_command_where_the_bot_is_not_a_member_runs_nothing_and_says_how
         assert h.texts(opening.ts)[-1] == "Deployed api 2.3 to prod."
 
 
-async def test_a_response_url_is_answered_only_at_slack(slack: LocalSlack) -> None:
+async def test_a_response_url_is_answered_only_at_slack(slack: TestSlack) -> None:
     chat = Chat(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
     assert await chat.respond(slack.response_url(CHANNEL, ALICE), "to Slack")
     assert [e.text for e in slack.ephemerals_for(ALICE)] == ["to Slack"]
-    async with LocalSlack() as elsewhere:
+    async with TestSlack() as elsewhere:
         other = elsewhere.response_url(CHANNEL, ALICE)
         assert not await chat.respond(other, "to someone else")
         assert elsewhere.ephemerals == []

@@ -9,9 +9,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from blocks import ACTION_APPROVE
-from bot._metrics import REGISTRY, answer_refused
-from bot.playground._slack import LocalSlack
 
+# Reads and bumps the process's Prometheus registry, as `/metrics` serves it.
+from bot._metrics import REGISTRY, answer_refused
+
+from .._local_slack import TestSlack
 from .conftest import ALICE, BOB, CHANNEL
 from .processes import Fleet, free_port
 
@@ -43,7 +45,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: str) -> None:
     metrics_port = free_port()
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(
             slack,
             sqlite_store_url,
@@ -117,7 +119,7 @@ async def test_metrics_move_and_logs_are_json_without_secrets(sqlite_store_url: 
 
 async def test_a_worker_serves_metrics_on_its_health_port(redis_store_url: str) -> None:
     async with (
-        LocalSlack() as slack,
+        TestSlack() as slack,
         Fleet(slack, redis_store_url, ref="tests.slack.agents:approval_agent") as fleet,
     ):
         web, worker = await fleet.start("web", "worker")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.playground._slack import LocalSlack
 from state import AuditEntry, open_store
 
+from .._local_slack import TestSlack
 from .processes import Fleet, bot_processes
 
 
@@ -30,7 +30,7 @@ def _unplant(path: Path, secret: str) -> None:
 async def test_a_secret_in_a_process_stores_audit_fails_the_harness_exit(tmp_path: Path) -> None:
     path = tmp_path / "own.db"  # not a fixture's: only the harness scans it
     url = f"sqlite:///{path}"
-    async with LocalSlack() as slack:
+    async with TestSlack() as slack:
         async with bot_processes(slack, url) as bots:
             assert bots[0].alive  # a clean exit passes
         with pytest.raises(AssertionError, match="hunter2-by-a-process"):

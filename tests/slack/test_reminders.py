@@ -15,12 +15,12 @@ import pytest
 
 from blocks import ACTION_APPROVE
 from bot import Agent, chatops
-from bot.playground._playground import APPROVERS as PLAYGROUND_APPROVERS
-from bot.playground._slack import LocalSlack
+from bot.playground import APPROVERS as PLAYGROUND_APPROVERS
 from bot.slack import SlackBot, load_settings
 from bot.testing import FunctionModel
 from state import open_store
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness
 from .durable import answers, card_in, poll
@@ -164,7 +164,7 @@ async def test_a_restart_loses_nothing_and_repeats_nothing(make_bot: BotFactory)
 
 
 async def test_two_sweepers_on_one_store_fire_each_once(
-    make_bot: BotFactory, slack: LocalSlack, store_url: str
+    make_bot: BotFactory, slack: TestSlack, store_url: str
 ) -> None:
     async with make_bot(agents.reminding_agent) as h, AsyncExitStack() as stack:
         asked = await h.mention(ALICE, "deploy api to prod")
@@ -204,7 +204,7 @@ class SweepProcesses:
         self.procs = procs
 
     @classmethod
-    async def start(cls, store_url: str, slack: LocalSlack, count: int) -> SweepProcesses:
+    async def start(cls, store_url: str, slack: TestSlack, count: int) -> SweepProcesses:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         args = [store_url, slack.api_url, slack.bot_token, slack.signing_secret]
         procs = [
@@ -255,7 +255,7 @@ class SweepProcesses:
 
 
 async def test_sweepers_in_separate_processes_fire_each_once(
-    make_bot: BotFactory, slack: LocalSlack, store_url: str
+    make_bot: BotFactory, slack: TestSlack, store_url: str
 ) -> None:
     async with make_bot(agents.reminding_agent) as h:
         asked = await h.mention(ALICE, "deploy api to prod")
@@ -335,7 +335,7 @@ async def test_the_escalation_puts_the_request_in_the_new_approvers_home(
 
 
 async def test_handback_run_processes_fire_each_once_across_a_kill(
-    slack: LocalSlack, store_url: str
+    slack: TestSlack, store_url: str
 ) -> None:
     """Real `handback run` processes on the real clock, each sweeping every 0.1 s: the one that
     posted the card is killed, another starts, and the reminder and the escalation still come,

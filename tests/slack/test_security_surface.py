@@ -17,11 +17,13 @@ from blocks import ACTION_APPROVE, ACTION_EDIT
 # Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
 from blocks._home import NOTICE_BLOCK
 from bot import Agent, Tool
-from bot.playground._payloads import home_block_actions, payload_user
+
+# The exact refusal text a person is shown, pinned so the attacker learns nothing more.
 from bot.slack._refusal import NOT_YOURS
 from bot.testing import FunctionModel
 from state import AuditEntry
 
+from .._local_slack import home_block_actions, payload_user
 from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness
 from .test_edit_approval import RAN, _values, editable_agent

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_DENY_REASON
-from bot.playground._slack import Message
 
+from .._local_slack import Message
 from ..blocks._slack import check_message
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness

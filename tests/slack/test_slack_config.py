@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot import chatops
+
+# The command line itself: its agent loading and `main` are what this file pins.
 from bot._cli import AgentRefError, load_agent, main
 from bot.slack import AnswerPolicy, ConfigError, Settings, load_settings
 from state import InteractionRecord
@@ -419,3 +421,11 @@ def test_anyone_must_be_said_and_typos_are_errors(env: pytest.MonkeyPatch) -> No
     env.delenv("HANDBACK_TOOL_APROVERS")
     env.setenv("HANDBACK_SOMETHING_ELSE", "1")  # not close to any setting: logged, not fatal
     assert _settings(env).port == 3000
+
+
+@pytest.mark.parametrize("ttl", ["99999999d", "1e308"])
+async def test_an_absurd_interaction_ttl_is_a_config_error(ttl: str) -> None:
+    with pytest.raises(ConfigError, match="HANDBACK_INTERACTION_TTL"):
+        load_settings(
+            slack_bot_token="xoxb-x", slack_signing_secret="s", handback_interaction_ttl=ttl
+        )

@@ -1,22 +1,20 @@
-"""Threads as conversations, DMs, de-duplicated deliveries, and messages the bot must ignore."""
+"""Threads as conversations, DMs, de-duplicated deliveries (one message's `app_mention` and
+`message` are one run), messages the bot must ignore (edits, other bots, no user), huge texts
+cut, and follow-ups kept in order while a run is running."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
+
 from blocks import ACTION_APPROVE
 from bot import Agent
 from bot.testing import FunctionModel
 
 from . import agents
-from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, calls_to
-
-
-def _model_calls() -> int:
-    model = agents.memory_agent.model
-    assert isinstance(model, FunctionModel)
-    return model.calls
+from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, calls_to, model_calls
 
 
 async def test_mention_answers_in_thread_and_follow_up_remembers(make_bot: BotFactory) -> None:
@@ -57,17 +55,17 @@ async def test_direct_message_starts_a_run(make_bot: BotFactory) -> None:
 
 async def test_channel_chatter_outside_bot_threads_is_ignored(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
-        before = _model_calls()
+        before = model_calls(agents.memory_agent)
         top = await h.slack.post_user_message(ALICE, CHANNEL, "lunch?", mention=False)
         await h.slack.post_user_message(BOB, CHANNEL, "sure", thread_ts=top.ts, mention=False)
         await h.bot.drain()
         assert h.slack.bot_messages() == []
-        assert _model_calls() == before
+        assert model_calls(agents.memory_agent) == before
 
 
 async def test_same_event_delivered_twice_starts_one_run(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
-        before = _model_calls()
+        before = model_calls(agents.memory_agent)
         message = await h.slack.post_user_message(ALICE, CHANNEL, "once please", deliver=False)
         mention_event = h.slack.events_for(message)[0]
         assert mention_event["type"] == "app_mention"
@@ -79,13 +77,13 @@ async def test_same_event_delivered_twice_starts_one_run(make_bot: BotFactory) -
         await h.bot.drain()
         assert {first.status, retry.status, retry2.status} == {200}
         assert h.texts(message.ts) == ["I have heard: once please"]
-        assert _model_calls() == before + 1
+        assert model_calls(agents.memory_agent) == before + 1
 
 
 async def test_own_and_other_bots_messages_are_ignored(make_bot: BotFactory) -> None:
     async with make_bot(agents.memory_agent) as h:
         asked = await h.mention(ALICE, "start")
-        calls = _model_calls()
+        calls = model_calls(agents.memory_agent)
         replies = len(h.texts(asked.ts))
         base = {"channel": CHANNEL, "thread_ts": asked.ts, "channel_type": "channel"}
         own = {
@@ -107,7 +105,7 @@ async def test_own_and_other_bots_messages_are_ignored(make_bot: BotFactory) -> 
         for event in (own, other_bot, edited):
             assert (await h.slack.send_event(event)).status == 200
         await h.bot.drain()
-        assert _model_calls() == calls
+        assert model_calls(agents.memory_agent) == calls
         assert len(h.texts(asked.ts)) == replies
 
 
@@ -204,3 +202,141 @@ async def test_an_approval_in_a_group_dm(make_bot: BotFactory) -> None:
         assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
         assert h.texts(asked.ts)[-1].startswith("Tool said:")
         agents.DEPLOYS.clear()
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_message_changed_does_not_start_a_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = model_calls(agents.memory_agent)
+        message = await h.mention(ALICE, "hello")
+        assert model_calls(agents.memory_agent) == before + 1
+        edited = {
+            "type": "message",
+            "subtype": "message_changed",
+            "channel": CHANNEL,
+            "channel_type": "channel",
+            "ts": h.slack.new_ts(),
+            "hidden": True,
+            "message": {
+                "type": "message",
+                "user": ALICE,
+                "text": f"<@{h.slack.bot_user_id}> hello again",
+                "ts": message.ts,
+            },
+            "previous_message": {"type": "message", "user": ALICE, "text": message.text},
+        }
+        await h.slack.send_event(edited)
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before + 1
+        assert len(h.texts(message.ts)) == 1
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_mention_and_message_events_for_one_message_start_one_run(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = model_calls(agents.memory_agent)
+        message = await h.slack.post_user_message(ALICE, CHANNEL, "hi", deliver=False)
+        events = h.slack.events_for(message)
+        assert {e["type"] for e in events} == {"app_mention", "message"}
+        # Slack sends them as separate deliveries, possibly at the same time.
+        await asyncio.gather(*(h.slack.send_event(e) for e in events))
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before + 1
+        assert h.texts(message.ts) == ["I have heard: hi"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_a_labelled_mention_also_starts_one_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        asked = await h.mention(ALICE, "hello")
+        before = model_calls(agents.memory_agent)
+        text = f"<@{h.slack.bot_user_id}|handback> hi"
+        message = await h.slack.post_user_message(
+            BOB, CHANNEL, text, thread_ts=asked.ts, mention=False, deliver=False
+        )
+        events = h.slack.events_for(message)
+        assert [e["type"] for e in events] == ["message"]
+        events.insert(0, {**events[0], "type": "app_mention"})
+        events[0].pop("channel_type")
+        for event in events:
+            await h.slack.send_event(event)
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before + 1
+        assert h.texts(asked.ts) == ["I have heard: hello", "I have heard: hello | hi"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_another_bots_dm_is_ignored(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = model_calls(agents.memory_agent)
+        dm = h.slack.dm_channel(ALICE)
+        for extra in ({"bot_id": "B0OTHER"}, {"subtype": "bot_message", "bot_id": "B0OTHER"}):
+            event = {
+                "type": "message",
+                "channel": dm,
+                "channel_type": "im",
+                "user": "U0OTHERBOT",
+                "text": "deploy everything",
+                "ts": h.slack.new_ts(),
+                **extra,
+            }
+            await h.slack.send_event(event)
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before
+        assert h.slack.bot_messages() == []
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_events_without_user_or_text(make_bot: BotFactory) -> None:
+    async with make_bot(agents.memory_agent) as h:
+        before = model_calls(agents.memory_agent)
+        message = await h.slack.post_user_message(ALICE, CHANNEL, "hi", deliver=False)
+        [mention, _] = h.slack.events_for(message)
+        del mention["user"]
+        await h.slack.send_event(mention)
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before
+        assert h.bot_replies(message.ts) == []
+
+        message = await h.slack.post_user_message(BOB, CHANNEL, "", deliver=False)
+        [mention, _] = h.slack.events_for(message)
+        del mention["text"]
+        await h.slack.send_event(mention)
+        await h.bot.drain()
+        assert model_calls(agents.memory_agent) == before + 1
+        assert h.texts(message.ts) == ["I have heard: Hello!"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_huge_text_is_cut_not_rejected(make_bot: BotFactory) -> None:
+    echo = Agent(name="echo", model=FunctionModel(lambda m: str(m[-1]["content"]) * 2), tools=[])
+    async with make_bot(echo) as h:
+        asked = await h.mention(ALICE, "x" * 40_000)
+        [reply] = h.texts(asked.ts)
+        assert 1000 < len(reply) <= 40_000
+        assert reply.endswith("…")
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_follow_ups_while_a_run_is_running_keep_their_order(make_bot: BotFactory) -> None:
+    release = asyncio.Event()
+    first_started = asyncio.Event()
+
+    async def slow_memory(messages: list[dict[str, Any]]) -> str:
+        users = [str(m["content"]) for m in messages if m["role"] == "user"]
+        if users == ["one"]:
+            first_started.set()
+            await release.wait()
+        return "heard " + ",".join(users)
+
+    agent = Agent(name="slow-memory", model=FunctionModel(slow_memory), tools=[])
+    async with make_bot(agent) as h:
+        first = await h.slack.post_user_message(ALICE, CHANNEL, "one")
+        await asyncio.wait_for(first_started.wait(), 5)
+        await h.slack.post_user_message(BOB, CHANNEL, "two", thread_ts=first.ts, mention=False)
+        await h.slack.post_user_message(CAROL, CHANNEL, "three", thread_ts=first.ts)
+        release.set()
+        await h.bot.drain()
+        assert h.texts(first.ts) == ["heard one", "heard one,two", "heard one,two,three"]

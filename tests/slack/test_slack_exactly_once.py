@@ -1,4 +1,5 @@
-"""Exactly once and nothing forged: concurrent clicks, tampered values, forged references."""
+"""Exactly once and nothing forged: concurrent clicks, several actions in one payload, tampered
+values, payloads without a user, forged channels and references."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from blocks import ACTION_APPROVE, ACTION_SELECT
+import pytest
+
+from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_SELECT
 
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness, calls_to
@@ -153,3 +156,66 @@ async def test_modal_for_someone_else_cannot_answer_a_closed_request(
         assert body["response_action"] == "errors"
         assert "already answered" in json.dumps(body["errors"])
         assert h.texts(asked.ts) == ["Tool said: replicas=2"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_click_without_a_user_changes_nothing(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        payload = h.slack.block_actions_payload(BOB, card.ts, ACTION_APPROVE)
+        del payload["user"]
+        response = await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        assert response.status in {200, 400}
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "pending"
+        assert agents.DEPLOYS == []
+        assert h.texts(asked.ts) == []
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_several_actions_in_one_payload_resume_once(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        payload = h.slack.block_actions_payload(BOB, card.ts, ACTION_APPROVE)
+        deny = h.slack.block_actions_payload(BOB, card.ts, ACTION_DENY)["actions"][0]
+        payload["actions"].append(deny)
+        await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert h.texts(asked.ts) == ["Tool said: deployed api to prod"]
+        updates = [c for c in calls_to(h.slack, "chat.update") if c.args.get("ts") == card.ts]
+        assert len(updates) == 1
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_a_click_in_another_channel_is_refused(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        payload = h.slack.block_actions_payload(BOB, card.ts, ACTION_APPROVE)
+        payload["channel"] = {"id": "C0DEPLOYS", "name": "deploys"}
+        payload["container"]["channel_id"] = "C0DEPLOYS"
+        await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        assert "does not belong" in h.ephemerals(BOB)[-1]
+        assert agents.DEPLOYS == []
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_modal_naming_an_unknown_interaction(make_bot: BotFactory) -> None:
+    async with make_bot(agents.typed_agent) as h:
+        asked = await h.mention(ALICE, "scale")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, "hb:answer")
+        [view] = list(h.slack.views.values())
+        [field] = [b["block_id"] for b in view.view["blocks"] if b["type"] == "input"]
+        payload = h.slack.view_submission_payload(BOB, view.id, {field: "3"})
+        payload["view"]["private_metadata"] = "forged-interaction"
+        response = await h.slack.send_interactivity(payload)
+        await h.bot.drain()
+        assert response.status == 200
+        assert "no such request" in json.dumps(response.json())
+        assert h.texts(asked.ts) == []

@@ -1,13 +1,23 @@
-"""Time and restarts: expiry closes cards and cancels runs; answered runs are recovered."""
+"""Time and restarts: expiry closes cards and cancels runs, and exactly one of an expiry and a
+click racing it wins (in one process or two); answered runs are recovered, and an answer the run
+refuses ends it once."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import Message
-from state import AuditEntry
+from bot import Agent
+from bot.slack import SlackBot, load_settings
+from state import AuditEntry, open_store
 
+from .._local_slack import Message
 from ..conftest import answer_only
 from . import agents
 from .conftest import ALICE, BOB, DAVE, BotFactory, Harness
@@ -230,3 +240,116 @@ async def _corrupt_run(store_url: str, run_id: str) -> None:
         await client.hset(f"{prefix}run:{run_id}", "rec", "{")
     finally:
         await client.aclose()
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_an_answer_the_run_refuses_ends_the_run_once(make_bot: BotFactory) -> None:
+    """A stored answer the runtime will not take (here: written behind the bot's back, as a
+    schema change between pause and resume would leave it) ends the run instead of leaving it
+    paused and complained about on every restart."""
+    async with make_bot(agents.confirm_agent) as h:
+        asked = await h.mention(ALICE, "restart")
+        card = h.card(asked.ts)
+        claim = await answer_only(
+            h.store, h.interaction_id(card), answer="perhaps", answered_by=BOB, now=h.clock()
+        )
+        assert claim.won and claim.record is not None
+        run_id = claim.record.run_id
+    for _ in range(2):  # two restarts: the second finds nothing left to do
+        async with make_bot(agents.confirm_agent) as restarted:
+            await restarted.bot.drain()
+    [reply] = h.texts(asked.ts)
+    assert reply.startswith("Stopped")
+    run = await _load_run(h, run_id)
+    assert run is not None and run.resumed_by is not None
+
+
+async def _load_run(h: Harness, run_id: str) -> Any:
+    async with open_store(h.bot.settings.handback_store) as store:
+        return await store.load_run(run_id)
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_expiry_racing_a_click_exactly_one_wins(make_bot: BotFactory) -> None:
+    for _ in range(5):
+        async with make_bot(agents.approval_agent) as h:
+            asked = await h.mention(ALICE, "deploy")
+            card = h.card(asked.ts)
+            record = await h.store.get_interaction(h.interaction_id(card))
+            assert record is not None
+            await asyncio.gather(
+                h.slack.click(BOB, card.ts, ACTION_APPROVE), h.bot.sweeper.expire(record)
+            )
+            await h.bot.drain()
+            stored = await h.store.get_interaction(record.interaction_id)
+            assert stored is not None and stored.status in {"answered", "expired"}
+            [final] = h.texts(asked.ts)
+            if stored.status == "answered":
+                assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+                assert final == "Tool said: deployed api to prod"
+            else:
+                assert agents.DEPLOYS == [] and final.startswith("Stopped")
+                assert "expired" in h.ephemerals(BOB)[-1]
+            audit = await h.store.recent_audit(limit=1000)
+            actions = [e.action for e in audit if e.interaction_id == record.interaction_id]
+            assert sorted(a for a in actions if a in {"answered", "expired"}) in (
+                ["answered"],
+                ["expired"],
+            )
+            agents.DEPLOYS.clear()
+        h.slack.messages.clear()
+        h.slack.ephemerals.clear()
+
+
+@asynccontextmanager
+async def _second_bot(h: Harness, store_url: str, agent: Agent) -> AsyncIterator[SlackBot]:
+    config = load_settings(
+        slack_bot_token=h.slack.bot_token,
+        slack_signing_secret=h.slack.signing_secret,
+        slack_api_url=h.slack.api_url,
+        handback_store=store_url,
+    )
+    async with (
+        open_store(store_url) as store,
+        SlackBot(
+            agent=agents.twin(agent), store=store, settings=config, clock=h.clock, loops=False
+        ) as bot,
+    ):
+        yield bot
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_sweeper_in_one_process_and_click_in_another(
+    make_bot: BotFactory, store_url: str
+) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_INTERACTION_TTL="60") as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        async with _second_bot(h, store_url, agents.approval_agent) as other:
+            h.clock.advance(61)
+            await asyncio.gather(
+                h.slack.click(BOB, card.ts, ACTION_APPROVE), other.sweeper.run_until_idle()
+            )
+            await asyncio.gather(h.bot.drain(), other.drain())
+        stored = await h.store.get_interaction(h.interaction_id(card))
+        assert stored is not None and stored.status == "expired"
+        assert agents.DEPLOYS == []
+        [final] = h.texts(asked.ts)
+        assert final.startswith("Stopped")
+        assert sum(e.action == "expired" for e in await h.store.recent_audit()) == 1
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_interaction_ttl_of_one_second(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent, HANDBACK_INTERACTION_TTL="1") as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)  # in time
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        second = await h.mention(ALICE, "deploy")
+        late = h.card(second.ts)
+        h.clock.advance(1.0)  # exactly at the deadline: expired
+        await h.click(BOB, late.ts, ACTION_APPROVE)
+        assert "expired" in h.ephemerals(BOB)[-1]
+        assert len(agents.DEPLOYS) == 1
+        assert h.texts(second.ts)[-1].startswith("Stopped")

@@ -16,12 +16,11 @@ from slack_sdk.models.messages.chunk import MarkdownTextChunk, TaskUpdateChunk
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.playground._slack import LocalSlack
-
+from .._local_slack import TestSlack
 from .conftest import ALICE, CHANNEL
 
 
-def _client(slack: LocalSlack, token: str | None = None) -> AsyncWebClient:
+def _client(slack: TestSlack, token: str | None = None) -> AsyncWebClient:
     return AsyncWebClient(
         token=token or slack.bot_token,
         base_url=slack.api_url,
@@ -29,7 +28,7 @@ def _client(slack: LocalSlack, token: str | None = None) -> AsyncWebClient:
     )
 
 
-async def test_web_api_round_trip(slack: LocalSlack) -> None:
+async def test_web_api_round_trip(slack: TestSlack) -> None:
     client = _client(slack)
     assert (await client.auth_test())["user_id"] == slack.bot_user_id
     section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
@@ -51,7 +50,7 @@ async def test_web_api_round_trip(slack: LocalSlack) -> None:
     assert slack.message(CHANNEL, ts) is None
 
 
-async def test_errors_as_slack_gives_them(slack: LocalSlack) -> None:
+async def test_errors_as_slack_gives_them(slack: TestSlack) -> None:
     client = _client(slack)
     for call, error in [
         (client.api_call("no.such.method"), "unknown_method"),
@@ -64,7 +63,7 @@ async def test_errors_as_slack_gives_them(slack: LocalSlack) -> None:
         assert caught.value.response["error"] == error
 
 
-async def test_rate_limit_once_then_ok(slack: LocalSlack) -> None:
+async def test_rate_limit_once_then_ok(slack: TestSlack) -> None:
     slack.fail_next("chat.postMessage", status=429, retry_after=0)
     await _client(slack).chat_postMessage(channel=CHANNEL, text="eventually")
     assert [c.status for c in slack.calls if c.method == "chat.postMessage"] == [429, 200]
@@ -104,7 +103,7 @@ async def _endpoints(count: int) -> AsyncIterator[list[_Endpoint]]:
             await runner.cleanup()
 
 
-async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
+async def test_events_reach_the_bot_signed(slack: TestSlack) -> None:
     async with _endpoints(1) as [bot]:
         slack.bot_url = bot.url
         message = await slack.post_user_message(ALICE, CHANNEL, "hello")
@@ -120,7 +119,7 @@ async def test_events_reach_the_bot_signed(slack: LocalSlack) -> None:
         assert message.text == f"<@{slack.bot_user_id}> hello"
 
 
-async def test_deliveries_to_several_bot_processes(slack: LocalSlack) -> None:
+async def test_deliveries_to_several_bot_processes(slack: TestSlack) -> None:
     async with _endpoints(2) as bots:
         first, second = (bot.url for bot in bots)
         slack.bot_urls = [first, second]
@@ -153,7 +152,7 @@ async def test_deliveries_to_several_bot_processes(slack: LocalSlack) -> None:
             await slack.send_event(event)
 
 
-async def test_wait_for_and_change_feed(slack: LocalSlack) -> None:
+async def test_wait_for_and_change_feed(slack: TestSlack) -> None:
     feed = slack.subscribe()
     client = _client(slack)
 
@@ -178,7 +177,7 @@ async def test_wait_for_and_change_feed(slack: LocalSlack) -> None:
 
 
 async def test_closed_local_slack_cannot_restart() -> None:
-    slack = LocalSlack()
+    slack = TestSlack()
     async with slack:
         pass
     await slack.aclose()
@@ -186,7 +185,7 @@ async def test_closed_local_slack_cannot_restart() -> None:
         await slack.start()
 
 
-async def test_agent_session_and_stream_methods(slack: LocalSlack) -> None:
+async def test_agent_session_and_stream_methods(slack: TestSlack) -> None:
     slack.agent_refusal = None  # declared as an agent
     client = _client(slack)
     asked = await slack.post_user_message(ALICE, CHANNEL, "deploy", deliver=False)
@@ -249,7 +248,7 @@ async def test_agent_session_and_stream_methods(slack: LocalSlack) -> None:
 
 
 @pytest.mark.parametrize("refusal", ["not_authorized", "missing_scope", "unknown_method"])
-async def test_an_app_not_declared_as_an_agent_is_refused(slack: LocalSlack, refusal: str) -> None:
+async def test_an_app_not_declared_as_an_agent_is_refused(slack: TestSlack, refusal: str) -> None:
     slack.agent_refusal = refusal
     client = _client(slack)
     asked = await slack.post_user_message(ALICE, CHANNEL, "hi", deliver=False)
@@ -261,7 +260,7 @@ async def test_an_app_not_declared_as_an_agent_is_refused(slack: LocalSlack, ref
     assert (await client.chat_postMessage(channel=CHANNEL, text="still fine"))["ok"]
 
 
-async def test_views_publish_keeps_a_valid_home_view_per_person(slack: LocalSlack) -> None:
+async def test_views_publish_keeps_a_valid_home_view_per_person(slack: TestSlack) -> None:
     client = _client(slack)
     section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
     view = {"type": "home", "blocks": [section]}
@@ -288,7 +287,7 @@ async def test_views_publish_keeps_a_valid_home_view_per_person(slack: LocalSlac
 
 
 async def test_conversations_members_pages_a_channels_members_as_slack_does(
-    slack: LocalSlack,
+    slack: TestSlack,
 ) -> None:
     client = _client(slack)
     slack.add_channel("C0SECRET", "secret", private=True, members=["U0ALICE", "U0BOB"])
@@ -323,7 +322,7 @@ async def test_conversations_members_pages_a_channels_members_as_slack_does(
         assert raised.value.response["error"] == error
 
 
-async def test_reading_a_conversation_needs_the_scope_of_its_kind(slack: LocalSlack) -> None:
+async def test_reading_a_conversation_needs_the_scope_of_its_kind(slack: TestSlack) -> None:
     slack.add_channel("C0SECRET", "secret", private=True, members=["U0ALICE"])
     slack.scopes.remove("groups:read")
     for channel in ["C0SECRET", slack.dm_channel(ALICE)]:  # the bot has no im:read

@@ -1,4 +1,4 @@
-"""Redis round trips of one answered click, end to end: the click over real HTTP from LocalSlack
+"""Redis round trips of one answered click, end to end: the click over real HTTP from TestSlack
 to the bot, recorded in the inbox, taken, claimed, the run resumed and saved, the item done.
 
 Counted on the wire: every command (or pipeline) the store's connections send is one round trip,
@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 
 from blocks import ACTION_APPROVE, ACTION_CONFIRM
 from bot import Agent
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from state import RedisStore
 
+from .._local_slack import TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
 
@@ -116,23 +116,23 @@ async def counted_store(url: str) -> AsyncIterator[Trips]:
         yield Trips(store=store, sent=counting.sent)
 
 
-def _answered(slack: LocalSlack, thread_ts: str) -> bool:
+def _answered(slack: TestSlack, thread_ts: str) -> bool:
     return any(
         not m.blocks and m.text.startswith("Tool said:")
         for m in slack.bot_messages(thread_ts=thread_ts)
     )
 
 
-def _carded(slack: LocalSlack, thread_ts: str) -> bool:
+def _carded(slack: TestSlack, thread_ts: str) -> bool:
     return any(m.blocks for m in slack.bot_messages(thread_ts=thread_ts))
 
 
-Step = Callable[[LocalSlack, SlackBot, Trips], Awaitable[str]]
-"""What is counted: sent to the bot from LocalSlack, and waited for until its reply is shown
+Step = Callable[[TestSlack, SlackBot, Trips], Awaitable[str]]
+"""What is counted: sent to the bot from TestSlack, and waited for until its reply is shown
 (`trips.sent` cleared where counting starts); returns its thread's ts."""
 
 
-async def _trips(url: str, slack: LocalSlack, agent: Agent, step: Step) -> Counter[str]:
+async def _trips(url: str, slack: TestSlack, agent: Agent, step: Step) -> Counter[str]:
     settings = load_settings(
         slack_bot_token=slack.bot_token,
         slack_signing_secret=slack.signing_secret,
@@ -162,8 +162,8 @@ async def _trips(url: str, slack: LocalSlack, agent: Agent, step: Step) -> Count
         return counted
 
 
-async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -> Counter[str]:
-    async def click(slack: LocalSlack, bot: SlackBot, trips: Trips) -> str:
+async def _click_trips(url: str, slack: TestSlack, agent: Agent, action: str) -> Counter[str]:
+    async def click(slack: TestSlack, bot: SlackBot, trips: Trips) -> str:
         asked = await slack.post_user_message(ALICE, CHANNEL, "go")
         await bot.drain()
         card = next(m for m in slack.bot_messages(thread_ts=asked.ts) if m.blocks)
@@ -179,8 +179,8 @@ async def _click_trips(url: str, slack: LocalSlack, agent: Agent, action: str) -
     return counted
 
 
-async def _mention_trips(url: str, slack: LocalSlack, agent: Agent) -> Counter[str]:
-    async def mention(slack: LocalSlack, bot: SlackBot, trips: Trips) -> str:
+async def _mention_trips(url: str, slack: TestSlack, agent: Agent) -> Counter[str]:
+    async def mention(slack: TestSlack, bot: SlackBot, trips: Trips) -> str:
         trips.sent.clear()
         asked = await slack.post_user_message(ALICE, CHANNEL, "go")
         await slack.wait_for(lambda: _carded(slack, asked.ts))
@@ -192,7 +192,7 @@ async def _mention_trips(url: str, slack: LocalSlack, agent: Agent) -> Counter[s
 
 
 async def test_an_answered_question_costs_six_round_trips(
-    redis_store_url: str, slack: LocalSlack
+    redis_store_url: str, slack: TestSlack
 ) -> None:
     counted = await _click_trips(redis_store_url, slack, agents.confirm_agent, ACTION_CONFIRM)
     assert sum(counted.values()) == CLICK_TRIPS <= MOST_TRIPS, counted
@@ -205,7 +205,7 @@ async def test_an_answered_question_costs_six_round_trips(
 
 
 async def test_an_approval_costs_eight_round_trips_with_its_tool_journal(
-    redis_store_url: str, slack: LocalSlack
+    redis_store_url: str, slack: TestSlack
 ) -> None:
     counted = await _click_trips(redis_store_url, slack, agents.approval_agent, ACTION_APPROVE)
     assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}] * 2
@@ -246,12 +246,12 @@ async def test_an_answer_the_runtime_refuses_on_the_short_path_cancels_the_run(
 
 
 async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_stream(
-    redis_store_url: str, slack: LocalSlack
+    redis_store_url: str, slack: TestSlack
 ) -> None:
     """With the app declared an agent, the resumed turn starts from the thread's stop mark read
     with the claim (no read of its own); all it adds is the write that keeps its stream."""
     classic = await _click_trips(redis_store_url, slack, agents.confirm_agent, ACTION_CONFIRM)
-    async with LocalSlack(agent_view=True) as agent_slack:
+    async with TestSlack(agent_view=True) as agent_slack:
         agent = await _click_trips(
             redis_store_url, agent_slack, agents.confirm_agent, ACTION_CONFIRM
         )
@@ -265,7 +265,7 @@ async def test_an_agent_session_click_costs_what_a_classic_one_does_besides_its_
 
 
 async def test_a_mention_that_pauses_on_a_question_costs_eleven_round_trips(
-    redis_store_url: str, slack: LocalSlack
+    redis_store_url: str, slack: TestSlack
 ) -> None:
     counted = await _mention_trips(redis_store_url, slack, agents.confirm_agent)
     assert sum(counted.values()) == MENTION_TRIPS, counted
@@ -275,11 +275,11 @@ async def test_a_mention_that_pauses_on_a_question_costs_eleven_round_trips(
 
 
 async def test_an_agent_session_mention_costs_what_a_classic_one_does_besides_its_stream(
-    redis_store_url: str, slack: LocalSlack
+    redis_store_url: str, slack: TestSlack
 ) -> None:
     """A new message's turn reads the stop mark with its first take of the thread's lease."""
     classic = await _mention_trips(redis_store_url, slack, agents.confirm_agent)
-    async with LocalSlack(agent_view=True) as agent_slack:
+    async with TestSlack(agent_view=True) as agent_slack:
         agent = await _mention_trips(redis_store_url, agent_slack, agents.confirm_agent)
         statuses = [c.args["status"] for c in calls_to(agent_slack, "agents.sessions.setStatus")]
     assert statuses == ["processing"] * 2  # two rounds, each an agent session

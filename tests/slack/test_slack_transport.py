@@ -1,4 +1,5 @@
-"""The HTTP edges: Slack's request signatures, the health check, and Web API rate limits."""
+"""The HTTP edges: Slack's request signatures, the health check, and Web API rate limits and
+failures (a card post or update that fails is retried, or told in the thread)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import time
 import aiohttp
 import pytest
 
-from blocks import ACTION_CONFIRM
+from blocks import ACTION_APPROVE, ACTION_CONFIRM
 
 # The freeze `handback run` does (not exported: the CLI is its one caller).
 from bot.slack import _heap
 
 from . import agents
-from .conftest import ALICE, BOB, CHANNEL, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, Harness
 
 
 async def _nothing_happened(h: Harness, *, calls_before: int) -> None:
@@ -116,3 +117,65 @@ async def test_the_heap_freeze_of_handback_run_keeps_startup_objects_out_of_full
             assert gc.get_freeze_count() - before > 10_000
         finally:
             gc.unfreeze()
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_card_post_failing_once_is_retried(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        h.slack.fail_next("chat.postMessage", status=500)
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert h.texts(asked.ts) == ["Tool said: deployed api to prod"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_card_post_failing_tells_the_thread_and_keeps_the_run(make_bot: BotFactory) -> None:
+    async with make_bot(agents.recall_agent) as h:
+        for _ in range(2):  # the post and its retry
+            h.slack.fail_next("chat.postMessage", status=500)
+        asked = await h.mention(ALICE, "deploy api")
+        assert h.cards(asked.ts) == []
+        [notice] = h.texts(asked.ts)
+        assert "could not show" in notice.lower()
+        records = await h.store.due_interactions(h.clock() + 10**9)
+        [record] = [r for r in records if r.thread_ts == asked.ts]
+        assert record.status == "pending" and record.message_ts is None
+        # The conversation goes on: the next message in the thread moves past the lost card.
+        await h.reply(BOB, asked.ts, "deploy again")
+        assert len(h.cards(asked.ts)) == 1
+        closed = await h.store.get_interaction(record.interaction_id)
+        assert closed is not None and closed.status == "superseded"
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_card_update_failing_after_the_claim_still_resumes(make_bot: BotFactory) -> None:
+    async with make_bot(agents.approval_agent) as h:
+        asked = await h.mention(ALICE, "deploy")
+        card = h.card(asked.ts)
+        for _ in range(2):
+            h.slack.fail_next("chat.update", status=500)
+        await h.click(BOB, card.ts, ACTION_APPROVE)
+        assert agents.DEPLOYS == [{"service": "api", "environment": "prod"}]
+        assert h.texts(asked.ts) == ["Tool said: deployed api to prod"]
+
+
+@pytest.mark.usefixtures("nothing_leaks")
+async def test_paging_while_someone_answers_leaves_the_answered_card(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(agents.huge_select_agent) as h:
+        asked = await h.mention(ALICE, "pick a host")
+        card = h.card(asked.ts)
+        # Bob's page update fails once, so it lands (on the retry) after Carol's answer.
+        h.slack.fail_next("chat.update", status=500)
+        await h.slack.click(BOB, card.ts, "hb:more:1")
+        await h.slack.wait_for(lambda: [c for c in h.slack.calls if c.method == "chat.update"])
+        await h.slack.click(CAROL, card.ts, "hb:select", selected="host-003")
+        await h.bot.drain()
+        assert h.texts(asked.ts) == ["Tool said: host-003"]
+        final = h.slack.message(card.channel, card.ts)
+        assert final is not None
+        shown = json.dumps(final.blocks)
+        assert f"<@{CAROL}>" in shown
+        assert "hb:select" not in shown and "hb:more" not in shown

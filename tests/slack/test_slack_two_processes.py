@@ -14,9 +14,9 @@ from collections import Counter
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import Ephemeral, LocalSlack, Message
 from state import open_store
 
+from .._local_slack import Ephemeral, Message, TestSlack
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, Harness, calls_to
 from .processes import BotProcess, bot_processes
 
@@ -39,16 +39,16 @@ async def _first_to_log(bots: list[BotProcess], text: str) -> int:
         await asyncio.gather(*waits, return_exceptions=True)
 
 
-def _replies(slack: LocalSlack, thread_ts: str) -> list[Message]:
+def _replies(slack: TestSlack, thread_ts: str) -> list[Message]:
     return slack.bot_messages(thread_ts=thread_ts)
 
 
-def _texts(slack: LocalSlack, thread_ts: str) -> list[str]:
+def _texts(slack: TestSlack, thread_ts: str) -> list[str]:
     return [m.text for m in _replies(slack, thread_ts) if not m.blocks]
 
 
 async def test_two_processes_share_the_work_exactly_once(store_url: str) -> None:
-    async with LocalSlack() as slack, bot_processes(slack, store_url, count=2, ref=AGENT) as bots:
+    async with TestSlack() as slack, bot_processes(slack, store_url, count=2, ref=AGENT) as bots:
         # (a) The same event, same event_id, reaches both processes at once: one run, one card.
         asked = await slack.post_user_message(ALICE, CHANNEL, "deploy api to prod", deliver=False)
         event_id = f"Ev{uuid.uuid4().hex[:12].upper()}"
@@ -130,11 +130,11 @@ async def test_two_processes_share_the_work_exactly_once(store_url: str) -> None
         ]
 
 
-async def _wait_for_replies(slack: LocalSlack, thread_ts: str, count: int) -> None:
+async def _wait_for_replies(slack: TestSlack, thread_ts: str, count: int) -> None:
     await slack.wait_for(lambda: len(_texts(slack, thread_ts)) == count, timeout=20)
 
 
-def _already_answered(slack: LocalSlack) -> list[Ephemeral]:
+def _already_answered(slack: TestSlack) -> list[Ephemeral]:
     return [e for e in slack.ephemerals if "already answered" in e.text]
 
 
@@ -142,7 +142,7 @@ async def test_a_threads_messages_at_two_processes_at_once_take_turns(store_url:
     """Each turn continues from the run the previous one left, whichever process runs it: the
     store's thread lease makes the second wait, so no message is forgotten (without it both read
     the same last run, and one reply, and the thread, lose the other's message)."""
-    async with LocalSlack() as slack, bot_processes(slack, store_url, count=2, ref=AGENT) as bots:
+    async with TestSlack() as slack, bot_processes(slack, store_url, count=2, ref=AGENT) as bots:
         asked = await slack.post_user_message(ALICE, CHANNEL, "hello", to=0)
         await slack.wait_for(lambda: _texts(slack, asked.ts), timeout=20)
         await asyncio.gather(*(bot.wait_idle() for bot in bots))

@@ -14,11 +14,11 @@ from slack_sdk.models.views import View
 
 from blocks import ACTION_APPROVE
 from bot import Agent, Tool
-from bot.playground._slack import LocalSlack
 from bot.slack import SlackBot, load_settings
 from bot.testing import FunctionModel
 from state import open_store
 
+from .._local_slack import TestSlack
 from .conftest import ALICE, BOB, CHANNEL, DAVE, BotFactory, Harness
 
 DEPLOYS: list[dict[str, str]] = []
@@ -175,7 +175,7 @@ async def test_a_command_is_a_signed_form_post(make_bot: BotFactory) -> None:
         assert h.slack.bot_messages() == [] and DEPLOYS == []
 
 
-async def test_a_command_over_socket_mode(slack: LocalSlack, store_url: str) -> None:
+async def test_a_command_over_socket_mode(slack: TestSlack, store_url: str) -> None:
     settings = load_settings(
         slack_bot_token=slack.bot_token,
         slack_app_token=slack.app_token,

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
-from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
 
+from .._local_slack import ApiCall, ChangeKind, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, Harness
 
 THREAD_GRANT = f"{ACTION_GRANT}:thread"
 
 
-class InterposingSlack(LocalSlack):
+class InterposingSlack(TestSlack):
     """A LocalSlack that, the moment a Web API call arrives and before it is answered, awaits
     `before(call)`: a person acting while the bot waits on Slack."""
 
@@ -34,13 +34,13 @@ class InterposingSlack(LocalSlack):
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
+async def slack() -> AsyncIterator[TestSlack]:
     async with InterposingSlack() as local:
         local.agent_refusal = None  # the app is an agent: its sessions have a stop button
         yield local
 
 
-async def _stop_event(slack: LocalSlack, user: str, thread_ts: str, **event: Any) -> int:
+async def _stop_event(slack: TestSlack, user: str, thread_ts: str, **event: Any) -> int:
     response = await slack.send_event(
         {
             "type": "agent_session_stopped",
@@ -61,7 +61,7 @@ async def _stop_event(slack: LocalSlack, user: str, thread_ts: str, **event: Any
     ids=["another-user", "another-workspace"],
 )
 async def test_an_outsider_s_stop_changes_nothing_and_is_told_why(
-    make_bot: BotFactory, slack: LocalSlack, who: str, event: dict[str, Any]
+    make_bot: BotFactory, slack: TestSlack, who: str, event: dict[str, Any]
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS=BOB) as h:
         asked = await h.mention(ALICE, "deploy api to prod")
@@ -84,7 +84,7 @@ async def test_an_outsider_s_stop_changes_nothing_and_is_told_why(
 
 
 async def test_an_approver_of_the_open_request_may_stop_it(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     async with make_bot(agents.approval_agent, HANDBACK_APPROVERS=BOB) as h:
         asked = await h.mention(ALICE, "deploy api to prod")

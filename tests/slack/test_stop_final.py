@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
-from bot.playground._slack import ApiCall, ChangeKind, LocalSlack
 from state import stop_mark
 
+from .._local_slack import ApiCall, ChangeKind, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, Harness
 
@@ -32,7 +32,7 @@ MOMENTS = {
 }
 
 
-class RacingSlack(LocalSlack):
+class RacingSlack(TestSlack):
     """LocalSlack where the requester presses stop the moment a chosen Web API call arrives,
     and the approver clicks a card the moment it appears: neither waits for the bot."""
 
@@ -73,13 +73,13 @@ class RacingSlack(LocalSlack):
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[LocalSlack]:
+async def slack() -> AsyncIterator[TestSlack]:
     async with RacingSlack() as local:
         local.agent_refusal = None  # the app is an agent: its sessions have a stop button
         yield local
 
 
-async def _stop(slack: LocalSlack, user: str, thread_ts: str) -> int:
+async def _stop(slack: TestSlack, user: str, thread_ts: str) -> int:
     response = await slack.send_event(
         {
             "type": "agent_session_stopped",

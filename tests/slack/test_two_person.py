@@ -7,8 +7,8 @@ import asyncio
 import re
 
 from blocks import ACTION_APPROVE, ACTION_DENY
-from bot.playground._slack import Message
 
+from .._local_slack import Message
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 

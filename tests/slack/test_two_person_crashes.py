@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from blocks import ACTION_APPROVE
-from bot.playground._slack import ApiCall, LocalSlack, Message
 from state import Store, open_store
 
+from .._local_slack import ApiCall, Message, TestSlack
 from .conftest import ALICE, BOB, CAROL, CHANNEL
 from .durable import QUICK, Marks, answer_in, answers, card_in, interaction_id, sorry
 from .processes import Fleet, HookedSlack
@@ -43,7 +43,7 @@ def _env(marks: Marks) -> dict[str, str]:
     return {**QUICK, **marks.env}
 
 
-def _shown(slack: LocalSlack, card: Message) -> str:
+def _shown(slack: TestSlack, card: Message) -> str:
     """The card's blocks as they are in the channel now."""
     now = slack.message(CHANNEL, card.ts)
     assert now is not None

@@ -15,12 +15,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import Agent
+
+# The bot's Slack client and agent turn, driven directly against what Slack really answers.
 from bot._model import ModelResponse
-from bot.playground._slack import LocalSlack, Message
 from bot.slack._chat import MAX_UPDATE_TEXT, Chat
 from bot.slack._session import FLUSH_CHARS, AgentTurn
 from state import open_store
 
+from .._local_slack import Message, TestSlack
 from . import agents
 from .conftest import ALICE, CHANNEL, BotFactory
 
@@ -47,12 +49,12 @@ async def test_a_command_that_says_ssl_check_is_no_ssl_check(make_bot: BotFactor
         assert (await h.slack.send_raw(body, headers=FORM, sign=False)).status == 401
 
 
-def _client(slack: LocalSlack) -> AsyncWebClient:
+def _client(slack: TestSlack) -> AsyncWebClient:
     return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
 
 
 async def test_a_stream_stopped_by_the_stop_button_ends_quietly_without_a_repost(
-    slack: LocalSlack, sqlite_store_url: str
+    slack: TestSlack, sqlite_store_url: str
 ) -> None:
     slack.agent_refusal = None
     asked = await slack.post_user_message(ALICE, CHANNEL, "restart api", deliver=False)
@@ -86,7 +88,7 @@ async def test_a_stream_stopped_by_the_stop_button_ends_quietly_without_a_repost
     assert slack.sessions[(CHANNEL, asked.ts)].status == "active"
 
 
-async def test_chat_update_keeps_to_slacks_text_limit(slack: LocalSlack) -> None:
+async def test_chat_update_keeps_to_slacks_text_limit(slack: TestSlack) -> None:
     client = _client(slack)
     posted = await client.chat_postMessage(channel=CHANNEL, text="card")
     with pytest.raises(SlackApiError) as caught:
@@ -100,7 +102,7 @@ async def test_chat_update_keeps_to_slacks_text_limit(slack: LocalSlack) -> None
 
 
 async def test_rate_limited_stream_starts_degrade_to_plain_messages(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     """With Slack's rate limits on, 50 agent-session turns in a minute in one workspace: the
     first 20 stream (chat.startStream is Tier 2), the rest answer with a plain message at once
@@ -147,7 +149,7 @@ class _HaltingModel:
 
 
 async def test_a_stop_during_a_streamed_answer_ends_it_once_through_the_bot(
-    make_bot: BotFactory, slack: LocalSlack
+    make_bot: BotFactory, slack: TestSlack
 ) -> None:
     slack.agent_refusal = None
     model = _HaltingModel()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+# The worker and its heartbeat are unit-tested here, without a bot around them.
 from bot.slack._liveness import Liveness
 from bot.slack._worker import Worker
 from state import Store, WorkItem
