@@ -186,6 +186,27 @@ class Chat:
                 return True
         return False
 
+    async def card_in_thread(self, channel: str, thread_ts: str, interaction_id: str) -> str | None:
+        """The ts of a card of `interaction_id` the bot already posted in the thread (its blocks
+        carry the interaction's `block_id`s), or None: `conversations.replies`, asked only by a
+        retry whose earlier attempt may have died between posting the card and saving its ts.
+        None too when Slack cannot say: a card posted twice beats a request without one."""
+        data = await self._call("conversations_replies", channel=channel, ts=thread_ts, limit=1000)
+        messages = data.get("messages") if data else None
+        if not isinstance(messages, list):
+            return None
+        for message in messages:
+            if not isinstance(message, dict) or not message.get("bot_id"):
+                continue
+            found = message.get("blocks")
+            if not isinstance(found, list) or not message.get("ts"):
+                continue
+            for block in found:
+                part = isinstance(block, dict) and blocks.parse_block_id(str(block.get("block_id")))
+                if part and part[0] == interaction_id:
+                    return str(message["ts"])
+        return None
+
     async def respond(self, response_url: str, text: str) -> bool:
         """Answer a slash command or click through its `response_url`, to that person alone:
         works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
