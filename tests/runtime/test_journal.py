@@ -319,3 +319,58 @@ async def test_a_running_run_is_neither_claimable_nor_settled(store: Store) -> N
     assert refused.value.status == "running"
     # Still continuable by its own id, and by nobody else's claim.
     assert (await agent(prompt="x", run_id="job-9").collect()).status.code == "success"
+
+
+class _HoldsTheMark:
+    """The real store, except that the save marking a call started waits for `release` before
+    it is sent (`reached` is set when it gets there)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
+        if then is not None:
+            self.reached.set()
+            await self.release.wait()
+        return await self._store.save_run(run, stop=stop, then=then)
+
+
+async def test_a_run_stopped_while_its_started_mark_is_saved_says_the_call_never_started(
+    store: Store,
+) -> None:
+    """The mark is written after the cancellation (it was on its way), but the handler never
+    begins: the stopped run must not call it interrupted ("it may or may not have taken
+    effect", which the thread is told) when it never ran."""
+    ran: list[str] = []
+
+    def deploy() -> str:
+        ran.append("deploy")
+        return "deployed"
+
+    holding = _HoldsTheMark(store)
+    tool = Tool(deploy, requires_approval=True)
+    agent = make_agent(holding, script({"name": "deploy", "arguments": {}}), [tool])  # type: ignore[arg-type]
+    (p,), paused, _ = await events_of(agent(prompt="x"))
+    resume = agent(parent_id=paused.run_id, resume={p.interaction_id: True})
+    task = asyncio.ensure_future(resume.collect())
+    await holding.reached.wait()
+    task.cancel()
+    await asyncio.sleep(0)  # the run hears of it before the held save goes on
+    holding.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await store.load_run(resume.run_id)
+    assert ran == []
+    assert stored is not None and stored.status == "cancelled"
+    assert [call.outcome for call in resume.stopped_calls] == ["not_started"]
