@@ -61,7 +61,7 @@ written, and now and then it lands between a mark and the deploy's first stateme
 that is then reported interrupted (issue 19 accepts that window, it cannot be empty, but not
 that it is wide). While the mark was committed on the store's database thread, the loop heard
 of the commit a turn or more later: 2 runs of 8 failed on SQLite (3 offsets each). Committed on
-the loop's thread with the handler started right after (`save_run(then=...)`), 1 of 14 still
+the loop's thread with the handler started right after (`save_run(then=...)`), 1 of 20 still
 did. The card without its button on SQLite was this test: a click retried after its process
 died, on a card the click had approved."""
 OFFSETS = {
