@@ -64,6 +64,7 @@ from ._ids import (
     CALLBACK_PATTERN,
     ActionName,
     CallbackName,
+    parse_block_id,
 )
 from ._modal import render_modal
 from ._outcome import render, render_answered, render_closed
@@ -131,6 +132,7 @@ __all__ = [
     "locked_arguments",
     "page_from_action",
     "parse_block_action",
+    "parse_block_id",
     "parse_command",
     "parse_command_submission",
     "parse_partial",

@@ -80,9 +80,10 @@ class Journal:
         With `stop` the store writes nothing once the run's turn was stopped (`save_run`):
         False then, and `then` is not called. True when written.
 
-        `then` runs in the task that wrote, in the same turn of the loop as the store's reply:
-        nothing else of this run (no Slack call, no other store call, no wait for another turn
-        of a busy loop) comes between the write and what `then` starts. The journal's "started"
+        `then` is the store's own `then` (`RunStore.save_run`): called where the store learns
+        that the write is durable, so nothing else of this process (no Slack call, no other
+        store call, no wait for another turn of a busy loop) comes between the write and what
+        `then` starts. The journal's "started"
         mark is written so, just before the handlers are started. When the caller is cancelled
         before the write returns, the write still finishes but `then` is not called.
         """
@@ -98,7 +99,7 @@ class Journal:
             if self._inflight is not None and not self._inflight.done():
                 # Left behind by a caller that was cancelled while it waited.
                 await asyncio.wait([self._inflight])
-            write = asyncio.ensure_future(self._write(after, stop))
+            write = asyncio.ensure_future(self._write(after, stop, wants_then=then is not None))
             write.add_done_callback(_log_failure)
             self._inflight = write
             try:
@@ -108,8 +109,24 @@ class Journal:
                 raise
         return written[0]
 
-    async def _write(self, after: Callable[[bool], None], stop: StopGuard | None) -> None:
-        after(await self._store.save_run(self._run, stop=stop))
+    async def _write(
+        self, after: Callable[[bool], None], stop: StopGuard | None, *, wants_then: bool
+    ) -> None:
+        # `after(True)` is the store's `then`: called where the store learns the write is
+        # durable (on SQLite, right after a commit made on the loop's thread), not a loop turn
+        # later when this task would wake (issue 19).
+        called = False
+
+        def durable() -> None:
+            nonlocal called
+            called = True
+            after(True)
+
+        saved = await self._store.save_run(
+            self._run, stop=stop, then=durable if wants_then else None
+        )
+        if not called:
+            after(saved)
 
     async def save_stopped(self) -> None:
         """The last save of a run whose task was cancelled: bounded by `STOP_SAVE_TIMEOUT`.

@@ -278,9 +278,10 @@ class Step:
 
     async def _journal_start(self, ready: list[_Ready], start: Callable[[], None]) -> None:
         """Save the run `running` with the calls whose handlers may have side effects, and
-        `start` them in the same turn of the loop as the store's reply (`Journal.save`): a
-        call marked started did begin, and a call whose mark never reached the store is simply
-        run by a retry.
+        `start` them where the store learns the mark is durable (`Journal.save`, the store's
+        `save_run(then=...)`: on SQLite right after a commit made on the loop's thread): a call
+        marked started did begin, and a call whose mark never reached the store is simply run
+        by a retry.
 
         Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
         when the store already holds these calls (a resume, a journal): a retry executes the
@@ -307,7 +308,24 @@ class Step:
             guard = StopGuard(
                 run_id=self.run.run_id, channel=self.run.thread[0], thread_ts=self.run.thread[1]
             )
-        if not await self.journal.save(then=start, stop=guard):
+        begun = False
+
+        def begin() -> None:
+            nonlocal begun
+            begun = True
+            start()
+
+        try:
+            written = await self.journal.save(then=begin, stop=guard)
+        except BaseException:
+            # Cancelled (or the store failed) before the handlers began, even if the mark was
+            # on its way and lands: the marks come out of the run, so that neither the stopped
+            # run (what its thread is told) nor a record saved later calls them started.
+            if not begun:
+                for call_id in marked:
+                    started.remove(call_id)
+            raise
+        if not written:
             for call_id in marked:
                 started.remove(call_id)
             raise StartRefused(self.run.run_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._beat import Heartbeat
@@ -55,8 +55,20 @@ __all__ = [
 class RunStore(Protocol):
     """Runs of the agent runtime: saved when they pause and when they end."""
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         """Insert or replace the run (one round trip); True.
+
+        `then()`, when given, is called once the write is durable and before this returns,
+        with no other store call, no wait for another turn of the event loop and no other
+        I/O in between (the journal starts a tool's handler so, after its "started" mark);
+        not when nothing was written. On SQLite that means the commit is made on the event
+        loop's thread; on Redis it is the step of the task that reads the reply.
 
         With `stop` (the journal's started mark), nothing is written and False comes back when
         the thread keeps a stop mark other than `run.stop_seen`, read in the same atomic step:

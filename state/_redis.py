@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -486,8 +486,23 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
 
     # Runs
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
+        `then()` runs in the step of this task that reads the reply (`RunStore.save_run`).
+        """
+        saved = await self._save_run_once(run, stop)
+        if saved and then is not None:
+            then()
+        return saved
+
+    async def _save_run_once(self, run: RunRecord, stop: StopGuard | None) -> bool:
+        """`save_run` but for `then`.
 
         Layout 2 appends the run's new messages to its transcript log in the same script. When
         the log holds other messages where this run's belong, the run is saved as layout 1 (its

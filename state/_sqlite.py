@@ -68,6 +68,7 @@ from ._sqlite_log import LOAD_RUN as _LOAD_RUN
 from ._sqlite_log import UPSERT_RUN as _UPSERT_RUN
 from ._sqlite_log import decode_loaded as _decode_loaded
 from ._sqlite_log import save_appended as _save_appended
+from ._sqlite_mark import LoopWriter
 from ._sqlite_nudges import SQLiteNudges
 from ._sqlite_nudges import add_nudge_columns as _add_nudge_columns
 from ._sqlite_tx import append_audit as _append_audit
@@ -318,6 +319,18 @@ def _add_columns(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
+def _in_memory(path: str) -> bool:
+    return path in ("", ":memory:") or path.startswith("file::memory:")
+
+
+def _then(then: Callable[[], None] | None) -> bool:
+    """True, once `then` (if any) has been called: an in-memory database, which dies with the
+    process, needs no mark written on the loop's thread (`LoopWriter`)."""
+    if then is not None:
+        then()
+    return True
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode, waiting as long as any write would for a busy file.
 
@@ -370,6 +383,13 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             raise
         # One worker: statements stay ordered, and the connection is never used by two threads.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="handback-sqlite")
+        self._marks: LoopWriter | None = None
+        """Writes whose caller acts right after the commit (`save_run(then=...)`); None for an
+        in-memory database, which no second connection sees."""
+        if not _in_memory(self._path):
+            self._marks = LoopWriter(
+                self._path, synchronous=synchronous, busy_timeout=BUSY_TIMEOUT_MS / 1000
+            )
         self._calls = 0
         """Calls in `_call` right now: running on the worker thread, or waiting for it."""
 
@@ -431,6 +451,8 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         self._closed = True
         loop = asyncio.get_running_loop()
         try:
+            if self._marks is not None:
+                self._marks.close()
             await loop.run_in_executor(self._executor, self._conn.close)
         finally:
             self._executor.shutdown(wait=False)
@@ -444,7 +466,7 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         """A connection of its own to the file; an in-memory database, which only this
         connection sees, beats on the store's database thread (still no event loop)."""
         self._live()
-        if self._path in ("", ":memory:") or self._path.startswith("file::memory:"):
+        if _in_memory(self._path):
             conn, executor = self._conn, self._executor
 
             def run(work: Callable[[sqlite3.Connection], Lost]) -> Lost:
@@ -477,13 +499,21 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     # Runs
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
 
         Layout 2 appends the run's new messages to its transcript log in the same transaction.
         When the log holds other messages where this run's belong, the run is saved as layout 1
         (its transcript inline) instead, and `run` says so from then on. With `stop` the stop
-        check comes first in the same transaction.
+        check comes first in the same transaction. With `then`, on a file, the transaction is
+        made on the event loop's thread and `then()` called right after its commit
+        (`LoopWriter`): nothing of this process, not even a turn of the loop, comes between.
         """
         # Whole seconds: a retention needs no more, and the row is smaller.
         keep_until = int(time.time()) + RUN_TTL
@@ -496,9 +526,39 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             ).fetchone()
             return kept is not None and kept[0] != run.stop_seen
 
+        messages: list[str] = []
         if run.layout == 2:
             messages = [m.decode() for m in own_messages(run)]
             encode_run(run)  # refuses a run it cannot store before anything is written
+
+        if then is not None and self._marks is not None:
+
+            def whole(conn: sqlite3.Connection) -> bool:
+                # One transaction where the threaded path takes two: on the loop's thread the
+                # second would be one more stretch for which the loop waits.
+                if stopped(conn):
+                    return False
+                if run.layout == 2:
+                    if _save_appended(conn, run, messages, keep_until):
+                        return True
+                    inline(run)
+                encoded = encode_run(run).decode()
+                conn.execute(
+                    _UPSERT_RUN, (run.run_id, run.status, run.resumed_by, encoded, keep_until)
+                )
+                return True
+
+            def after(saved: bool) -> None:
+                if saved:
+                    then()
+
+            self._live()
+            try:
+                return await self._marks.write(whole, after)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite database {self._path!r} failed: {exc}") from exc
+
+        if run.layout == 2:
 
             def appended(conn: sqlite3.Connection) -> bool | None:
                 if stopped(conn):
@@ -509,7 +569,7 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
             if saved is None:
                 return False
             if saved:
-                return True
+                return _then(then)
             inline(run)
         params = (run.run_id, run.status, run.resumed_by, encode_run(run).decode(), keep_until)
 
@@ -521,8 +581,10 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
         if stop is None:
             await self._call(lambda conn: conn.execute(_UPSERT_RUN, params))
-            return True
-        return await self._call(lambda conn: _transaction(conn, partial(upsert, conn)))
+            return _then(then)
+        if await self._call(lambda conn: _transaction(conn, partial(upsert, conn))):
+            return _then(then)
+        return False
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         """One query: the record and, for layout 2, its transcript from the log."""

@@ -55,10 +55,20 @@ class Cards:
         list them are refreshed."""
 
     async def post(
-        self, run_id: str, events: list[InteractionEvent], thread: Thread, requesters: list[str]
+        self,
+        run_id: str,
+        events: list[InteractionEvent],
+        thread: Thread,
+        requesters: list[str],
+        *,
+        replayed: bool = False,
     ) -> set[str]:
         """Store the run's requests and post a card for each still pending; the ids of those
-        a standing grant approved instead (no card), so the turn can say so."""
+        a standing grant approved instead (no card), so the turn can say so.
+
+        `replayed`: an earlier attempt of this turn paused the run, and may have posted a
+        card and died before saving its ts. Such a card is looked for in the thread and kept,
+        not posted again: a second card would leave the first one's buttons after the answer."""
         now = self.clock()
         placed = [
             InteractionRecord.placed(
@@ -92,6 +102,8 @@ class Cards:
             if await self.grants.answer(record) is not None:
                 granted.add(record.interaction_id)  # Approved under a standing grant: no card.
                 continue
+            if replayed and await self._posted_before(record, thread):
+                continue
             card = self.card(record)
             if blocks.is_url_mode(record) and thread.requester:
                 await self._post_ephemeral(record, thread, thread.requester, card)
@@ -112,6 +124,15 @@ class Cards:
         if granted:
             await self._resume_granted(run_id)
         return granted
+
+    async def _posted_before(self, record: InteractionRecord, thread: Thread) -> bool:
+        """Whether the card of `record` is in the thread already (posted by the attempt that
+        died): its ts is saved then, and the card, as that attempt drew it, stays."""
+        ts = await self.chat.card_in_thread(thread.channel, thread.thread_ts, record.interaction_id)
+        if ts is None:
+            return False
+        await self.store.set_message(record.interaction_id, channel=thread.channel, message_ts=ts)
+        return True
 
     async def _resume_granted(self, run_id: str) -> None:
         """Queue the resume of a run whose approvals grants answered, once nothing else of it

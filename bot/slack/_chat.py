@@ -186,20 +186,25 @@ class Chat:
                 return True
         return False
 
-    async def card_ts(self, channel: str, thread_ts: str, interaction_id: str) -> str | None:
-        """The ts of the bot's card for `interaction_id` in the thread (its blocks' ids name
-        it), found with `conversations.replies`: for a card whose ts a process did not live to
-        save."""
+    async def card_in_thread(self, channel: str, thread_ts: str, interaction_id: str) -> str | None:
+        """The ts of a card of `interaction_id` the bot already posted in the thread (its blocks
+        carry the interaction's `block_id`s), or None: `conversations.replies`, asked only by a
+        retry whose earlier attempt may have died between posting the card and saving its ts.
+        None too when Slack cannot say: a card posted twice beats a request without one."""
         data = await self._call("conversations_replies", channel=channel, ts=thread_ts, limit=1000)
         messages = data.get("messages") if data else None
-        prefix = f"hb|{interaction_id}|"
-        for message in messages if isinstance(messages, list) else []:
+        if not isinstance(messages, list):
+            return None
+        for message in messages:
             if not isinstance(message, dict) or not message.get("bot_id"):
                 continue
             found = message.get("blocks")
-            for block in found if isinstance(found, list) else []:
-                if isinstance(block, dict) and str(block.get("block_id", "")).startswith(prefix):
-                    return str(message.get("ts", "")) or None
+            if not isinstance(found, list) or not message.get("ts"):
+                continue
+            for block in found:
+                part = isinstance(block, dict) and blocks.parse_block_id(str(block.get("block_id")))
+                if part and part[0] == interaction_id:
+                    return str(message["ts"])
         return None
 
     async def respond(self, response_url: str, text: str) -> bool:

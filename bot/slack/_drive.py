@@ -197,7 +197,13 @@ class Driver:
             # The cards first, so that the stream's last word on each paused call is what
             # happened to it (asked on its card, or approved under a standing grant), never a
             # "waiting" task that would outlive the answer (a stopped stream stays as it is).
-            granted = await self.cards.post(output.run_id, interactions, thread, run.requesters)
+            granted = await self.cards.post(
+                output.run_id,
+                interactions,
+                thread,
+                run.requesters,
+                replayed=run.replayed_since is not None,
+            )
             if turn is not None and not await turn.withdraw("suspended"):
                 for event in interactions:
                     await turn.asked(event, granted=event.interaction_id in granted)

@@ -110,7 +110,9 @@ async def end_after_restart(
         closed = claim.record
         if not closed.message_ts and closed.thread_ts and not blocks.is_url_mode(closed):
             # The process died between posting the card and saving where it went.
-            ts = await cards.chat.card_ts(closed.channel, closed.thread_ts, closed.interaction_id)
+            ts = await cards.chat.card_in_thread(
+                closed.channel, closed.thread_ts, closed.interaction_id
+            )
             closed.message_ts = ts
         if blocks.is_url_mode(claim.record) and claim.record.requester:
             await cards.chat.ephemeral(

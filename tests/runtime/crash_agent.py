@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -75,12 +76,18 @@ class _StopsAtTheMark:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         marks = any(
             c.name == self._tool and c.tool_call_id in run.started for c in run.pending_calls
         )
         if not marks:
-            return await self._store.save_run(run, stop=stop)
+            return await self._store.save_run(run, stop=stop, then=then)
         if self._at == "before-mark":
             await _stop_here("MARKING")
         await self._store.save_run(run, stop=stop)

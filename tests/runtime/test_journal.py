@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from bot import RunNotPaused, Tool, current_call
 from bot.events import OutputEvent
 from bot.tools import ask_user
-from state import RunRecord, StopGuard, Store
+from state import RunRecord, SQLiteStore, StopGuard, Store
 
 from .conftest import CountingStore, Crash, events_of, last_tool_results, make_agent, script
 
@@ -220,46 +221,63 @@ async def test_a_call_from_a_fresh_model_turn_is_journaled(store: Store, idempot
 
 
 class _WatchesTheMark:
-    """The real store; when the save that marks a call started returns, it notes what the
-    process does next: whether the call's thread is already running on the loop's next turn,
-    and which store calls and tool lines come after."""
+    """The real store; where the save that marks a call started calls its `then` (the start),
+    it notes how many turns the loop took since that save was asked for and whether the call's
+    thread runs once `then` returns, and which store calls and tool lines come after."""
 
-    def __init__(self, store: Store, seen: list[str], looked: threading.Event) -> None:
+    def __init__(self, store: Store, seen: list[str]) -> None:
         self._store = store
         self.seen = seen
-        self.looked = looked
+        self.turns = 0
+        self.turns_to_mark = -1
+        self.running_after = False
+        self.looked = threading.Event()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
-        saved = await self._store.save_run(run, stop=stop)
-        if run.status != "running" or not run.started or run.results:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
+        if then is None:
             self.seen.append("save_run")
-            return saved
-        self.seen.append("marked")
+            return await self._store.save_run(run, stop=stop)
+        asked = self.turns
+        start = then
 
-        def next_turn() -> None:
+        def started() -> None:
+            self.seen.append("marked")
+            self.turns_to_mark = self.turns - asked
+            start()
             threads = {t.name for t in threading.enumerate()}
-            self.seen.append(
-                "next turn: " + ("running" if "handback-tool-deploy" in threads else "not yet")
-            )
+            self.running_after = "handback-tool-deploy" in threads
             self.looked.set()
 
-        asyncio.get_running_loop().call_soon(next_turn)
-        return saved
+        return await self._store.save_run(run, stop=stop, then=started)
 
 
-async def test_a_sync_call_is_started_in_the_same_turn_as_its_started_mark(store: Store) -> None:
-    """Between the "started" mark and the call there is nothing: not another store call, not
-    even a turn of the event loop (on a busy loop a turn can outlast the store's round trip,
-    and a kill in that gap would report interrupted a call that never began)."""
+async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: Store) -> None:
+    """Between the "started" mark and the call there is nothing: not another store call, and on
+    SQLite not even a turn of the event loop since the save was asked for (the commit is made on
+    the loop's thread; on a busy loop a turn can outlast the write, and a kill in that gap
+    would report interrupted a call that never began). On Redis the reply is read a few turns
+    after the script is sent, and the start comes in the step that reads it."""
     seen: list[str] = []
-    looked = threading.Event()
-    watching = _WatchesTheMark(store, seen, looked)
+    watching = _WatchesTheMark(store, seen)
+    loop = asyncio.get_running_loop()
+    ticking = True
+
+    def tick() -> None:
+        watching.turns += 1
+        if ticking:
+            loop.call_soon(tick)
 
     def deploy() -> str:
-        looked.wait(10)  # until the loop's next turn has looked
+        watching.looked.wait(10)  # until the start has looked for this thread
         seen.append("deploy")
         return "deployed"
 
@@ -267,9 +285,16 @@ async def test_a_sync_call_is_started_in_the_same_turn_as_its_started_mark(store
     agent = make_agent(watching, script({"name": "deploy", "arguments": {}}), [tool])  # type: ignore[arg-type]
     (p,), paused, _ = await events_of(agent(prompt="x"))
     seen.clear()
-    result = await agent(parent_id=paused.run_id, resume={p.interaction_id: True}).collect()
+    loop.call_soon(tick)
+    try:
+        result = await agent(parent_id=paused.run_id, resume={p.interaction_id: True}).collect()
+    finally:
+        ticking = False
     assert result.output == "done: deployed"
-    assert seen == ["marked", "next turn: running", "deploy", "save_run", "save_run"]
+    assert seen == ["marked", "deploy", "save_run", "save_run"]
+    assert watching.running_after
+    if isinstance(store, SQLiteStore):
+        assert watching.turns_to_mark == 0
 
 
 async def test_an_output_event_is_rebuilt_for_a_replay(store: Store) -> None:
@@ -294,3 +319,58 @@ async def test_a_running_run_is_neither_claimable_nor_settled(store: Store) -> N
     assert refused.value.status == "running"
     # Still continuable by its own id, and by nobody else's claim.
     assert (await agent(prompt="x", run_id="job-9").collect()).status.code == "success"
+
+
+class _HoldsTheMark:
+    """The real store, except that the save marking a call started waits for `release` before
+    it is sent (`reached` is set when it gets there)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
+        if then is not None:
+            self.reached.set()
+            await self.release.wait()
+        return await self._store.save_run(run, stop=stop, then=then)
+
+
+async def test_a_run_stopped_while_its_started_mark_is_saved_says_the_call_never_started(
+    store: Store,
+) -> None:
+    """The mark is written after the cancellation (it was on its way), but the handler never
+    begins: the stopped run must not call it interrupted ("it may or may not have taken
+    effect", which the thread is told) when it never ran."""
+    ran: list[str] = []
+
+    def deploy() -> str:
+        ran.append("deploy")
+        return "deployed"
+
+    holding = _HoldsTheMark(store)
+    tool = Tool(deploy, requires_approval=True)
+    agent = make_agent(holding, script({"name": "deploy", "arguments": {}}), [tool])  # type: ignore[arg-type]
+    (p,), paused, _ = await events_of(agent(prompt="x"))
+    resume = agent(parent_id=paused.run_id, resume={p.interaction_id: True})
+    task = asyncio.ensure_future(resume.collect())
+    await holding.reached.wait()
+    task.cancel()
+    await asyncio.sleep(0)  # the run hears of it before the held save goes on
+    holding.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await store.load_run(resume.run_id)
+    assert ran == []
+    assert stored is not None and stored.status == "cancelled"
+    assert [call.outcome for call in resume.stopped_calls] == ["not_started"]

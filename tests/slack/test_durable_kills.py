@@ -4,9 +4,10 @@ a web process and two workers on Redis, two `handback run` processes on one SQLi
 Each case runs batches of approvals of a deploy whose first statement appends a line to a file
 (`steady_agent`); in each batch one worker is SIGKILLed at its moment plus an offset, and a new
 one is started in its place. Then: every approved deploy ran exactly once (the file's lines),
-every thread has its card and exactly one final answer, a thread is told "Interrupted" only when
-its deploy started in a process that was killed, nobody got a "Sorry", and the batch the dead
-worker was in is finished within 20 s of the kill (the seconds are printed; run with `-s`).
+every thread has one card (a retry keeps the card its crashed attempt posted), shown approved,
+and exactly one final answer, a thread is told "Interrupted" only when its deploy started in a
+process that was killed, nobody got a "Sorry", and the batch the dead worker was in is finished
+within 20 s of the kill (the seconds are printed; run with `-s`).
 
 The moments, each observed from outside the process that is killed:
 - `before-claim`: the first worker to report work in flight once the clicks arrive (it has taken
@@ -54,13 +55,15 @@ MOMENTS: list[Moment] = (
     if os.environ.get("HBTEST_KILL_MOMENTS") == "all"
     else [m for m in ALL_MOMENTS if m != "before-claim"]
 )
-"""The moments the default run kills at. `before-claim` is left to `HBTEST_KILL_MOMENTS=all`
-while it still fails at times on SQLite (issue 19, open). An async handler now runs up to its
-first await in the callback that gets the store's reply (`bot/_eager.py`), which closed the gap
-seen on Redis (5 runs of 3 offsets passed); but SQLite commits in its executor thread and the
-loop hears of it a turn or two later, so a kill there leaves a started mark for a deploy that
-never wrote its line (1 of 24 threads, 1 run in 5). The card without its button on SQLite was
-this test: a click retried after its process died, on a card the click had approved."""
+"""The moments the default run kills at. `before-claim` is left to `HBTEST_KILL_MOMENTS=all`:
+it kills 0-60 ms after a worker takes the clicks, which is when the deploys' started marks are
+written, and now and then it lands between a mark and the deploy's first statement, a call
+that is then reported interrupted (issue 19 accepts that window, it cannot be empty, but not
+that it is wide). While the mark was committed on the store's database thread, the loop heard
+of the commit a turn or more later: 2 runs of 8 failed on SQLite (3 offsets each). Committed on
+the loop's thread with the handler started right after (`save_run(then=...)`), 1 of 20 still
+did. The card without its button on SQLite was this test: a click retried after its process
+died, on a card the click had approved."""
 OFFSETS = {
     "before-claim": (0.0, 0.02, 0.06),
     "claimed": (0.0, 0.05, 0.2),
@@ -328,7 +331,7 @@ class Scenario:
         lines = self.marks.lines("deploy")
         ran = Counter(line.split()[1] for line in lines)
         ran_in = {line.split()[1]: int(line.split()[0]) for line in lines}
-        problems, interrupted, stale = [], [], []
+        problems, interrupted = [], []
         for service, thread_ts in self.threads.items():
             posted = cards(self.slack, thread_ts)
             said = answers(self.slack, thread_ts)
@@ -338,8 +341,8 @@ class Scenario:
             shown = [approved_by(self.slack, card, BOB) for card in posted]
             if not any(shown):
                 problems.append(f"{service}: {len(posted)} card(s), none approved by Bob")
-            elif not all(shown):
-                stale.append(service)
+            elif len(posted) != 1:
+                problems.append(f"{service}: {len(posted)} cards, not one")
             if said not in ([deployed], [f"Tool said: {INTERRUPTED}"]):
                 problems.append(f"{service}: the thread said {said}")
             elif said != [deployed]:
@@ -349,11 +352,6 @@ class Scenario:
         print(f"interrupted: {len(interrupted)} of {len(self.threads)} ({interrupted})")
         problems += [f"sorry: {text}" for text in sorry(self.slack)]
         assert not problems, "\n".join(problems)
-        if stale:
-            # Known, not fixed yet: a retry that posts a card again (Slack kept the first, the
-            # bot never learned its ts) leaves the first card showing its buttons after the
-            # answer; the answer is taken once either way.
-            pytest.xfail(f"a card posted again left the first one open: {stale}")
 
 
 @pytest.mark.parametrize("moment", MOMENTS)

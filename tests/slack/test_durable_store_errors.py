@@ -39,11 +39,17 @@ class FlakyStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def save_run(self, run: RunRecord, *, stop: StopGuard | None = None) -> bool:
+    async def save_run(
+        self,
+        run: RunRecord,
+        *,
+        stop: StopGuard | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         if not self.failed and self._fails(run):
             self.failed.append(run.run_id)
             raise StoreError("Redis at `test` failed: No connection available.")
-        return await self._store.save_run(run, stop=stop)
+        return await self._store.save_run(run, stop=stop, then=then)
 
 
 async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
