@@ -179,3 +179,36 @@ async def test_a_kicked_worker_takes_nothing_while_the_stores_calls_queue(store:
     release.set()
     await worker.run_until_idle()
     assert await store.inbox_size() == 0
+
+
+async def test_work_recorded_while_a_kick_waits_is_all_taken_by_it(store: Store) -> None:
+    """More items than one take brings, recorded while the kick waited for the store's queue:
+    that kick takes them all, with no kick after them."""
+    queued = _Queued(store)
+    liveness = Liveness(store, ttl=TTL)
+    first, every = asyncio.Event(), asyncio.Event()
+    started: set[int] = set()
+    release = asyncio.Event()
+
+    async def handle(item: WorkItem) -> None:
+        started.add(item.body["n"])
+        first.set()
+        if len(started) == 41:
+            every.set()
+        await release.wait()
+
+    worker = Worker(store=queued, handle=handle, liveness=liveness)  # type: ignore[arg-type]
+    await store.enqueue("event", {"n": 0})
+    worker.kick()
+    await asyncio.wait_for(first.wait(), timeout=5)
+    queued.waiting = 1
+    for n in range(1, 41):
+        await store.enqueue("event", {"n": n})
+        worker.kick()
+    queued.looked.clear()
+    await asyncio.wait_for(queued.looked.wait(), timeout=5)
+    queued.waiting = 0
+    await asyncio.wait_for(every.wait(), timeout=10)
+    release.set()
+    await worker.run_until_idle()
+    assert await store.inbox_size() == 0
