@@ -172,14 +172,24 @@ class Worker:
             self._kicker = asyncio.create_task(self._kicked(), name="handback-kick")
 
     async def _kicked(self) -> None:
-        while self._kick_again:
+        full = False
+        while self._kick_again or full:
             self._kick_again = False
+            # `run_forever`'s rule: nothing more while this process's store calls queue, where
+            # the web side's inbox writes (the acks) wait too. The kicks of the items recorded
+            # meanwhile are this one: a take as full as asked for may have left some behind.
+            await self._store_unqueued()
             try:
-                for item in await self._take(block=0.0):
-                    self._start(item)
+                taken = await self._take(block=0.0)
             except StoreError as error:
                 log.warning("cannot take work from the store (%s)", error)
                 return
+            full = len(taken) == _TAKE_MOST
+            for item in taken:
+                self._start(item)
+            if taken:
+                # As in `run_forever`: their first store calls come before the next look.
+                await asyncio.sleep(0)
 
     async def run_until_idle(self) -> int:
         """Take and finish items until the inbox has nothing ready; how many were run."""

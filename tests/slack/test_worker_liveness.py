@@ -122,3 +122,94 @@ async def test_stop_does_not_wait_out_the_blocking_take(store: Store) -> None:
     assert time.monotonic() - started < 10
     await store.enqueue("event", {"n": 1})
     assert await store.inbox_size() == 1
+
+
+class _Queued:
+    """The store, with the count of its calls waiting for their turn set by the test, and
+    each look at that count and each take seen."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.waiting = 0
+        self.looks = 0
+        self.looked = asyncio.Event()
+        self.takes = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    @property
+    def calls_waiting(self) -> int:
+        self.looks += 1
+        self.looked.set()
+        return self.waiting
+
+    async def take(self, consumer: str, **options: float) -> list[WorkItem]:
+        self.takes += 1
+        return await self._store.take(consumer, **options)  # type: ignore[arg-type]
+
+
+async def test_a_kicked_worker_takes_nothing_while_the_stores_calls_queue(store: Store) -> None:
+    """A bot without its loops starts recorded work by a kick; like `run_forever`, the kick
+    takes no more while this process's store calls queue (where the web side's inbox writes,
+    hence its acks, wait too), and takes it once the queue is gone."""
+    queued = _Queued(store)
+    liveness = Liveness(store, ttl=TTL)
+    started: dict[int, asyncio.Event] = {1: asyncio.Event(), 2: asyncio.Event()}
+    release = asyncio.Event()
+
+    async def handle(item: WorkItem) -> None:
+        started[item.body["n"]].set()
+        await release.wait()
+
+    worker = Worker(store=queued, handle=handle, liveness=liveness)  # type: ignore[arg-type]
+    await store.enqueue("event", {"n": 1})
+    worker.kick()
+    await asyncio.wait_for(started[1].wait(), timeout=5)
+    queued.waiting = 1
+    await store.enqueue("event", {"n": 2})
+    takes = queued.takes
+    worker.kick()
+    for _ in range(2):  # the kick looked at the queue, and again after its pause
+        queued.looked.clear()
+        await asyncio.wait_for(queued.looked.wait(), timeout=5)
+    assert queued.takes == takes
+    assert not started[2].is_set()
+    queued.waiting = 0
+    await asyncio.wait_for(started[2].wait(), timeout=5)
+    release.set()
+    await worker.run_until_idle()
+    assert await store.inbox_size() == 0
+
+
+async def test_work_recorded_while_a_kick_waits_is_all_taken_by_it(store: Store) -> None:
+    """More items than one take brings, recorded while the kick waited for the store's queue:
+    that kick takes them all, with no kick after them."""
+    queued = _Queued(store)
+    liveness = Liveness(store, ttl=TTL)
+    first, every = asyncio.Event(), asyncio.Event()
+    started: set[int] = set()
+    release = asyncio.Event()
+
+    async def handle(item: WorkItem) -> None:
+        started.add(item.body["n"])
+        first.set()
+        if len(started) == 41:
+            every.set()
+        await release.wait()
+
+    worker = Worker(store=queued, handle=handle, liveness=liveness)  # type: ignore[arg-type]
+    await store.enqueue("event", {"n": 0})
+    worker.kick()
+    await asyncio.wait_for(first.wait(), timeout=5)
+    queued.waiting = 1
+    for n in range(1, 41):
+        await store.enqueue("event", {"n": n})
+        worker.kick()
+    queued.looked.clear()
+    await asyncio.wait_for(queued.looked.wait(), timeout=5)
+    queued.waiting = 0
+    await asyncio.wait_for(every.wait(), timeout=10)
+    release.set()
+    await worker.run_until_idle()
+    assert await store.inbox_size() == 0
