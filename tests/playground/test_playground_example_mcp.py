@@ -155,3 +155,38 @@ async def test_handback_dev_example_mcp_serves_the_example_server(tmp_path: Path
     assert "--example-mcp" in out.decode()
     assert "the demo model scripts the chat-ops" not in out.decode()
     assert _calls(log, "deploy") == [{"service": "web", "version": "2.0"}]
+
+
+@pytest.mark.browser
+async def test_the_example_servers_cards_in_the_browser(
+    browser_page: Any, tmp_path: Path, sqlite_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.async_api import expect
+
+    from .test_playground_browser import act_as, open_page, say
+
+    log = tmp_path / "example.log"
+    monkeypatch.setenv(LOG_VARIABLE, str(log))
+    async with Playground(example_agent(), environ={}, store_url=sqlite_store_url) as playground:
+        page = browser_page
+        await open_page(page, playground)
+        await act_as(page, "U0ALICE")
+        await say(page, "deploy api 2.4")
+        thread = page.locator("#thread")
+        card = thread.locator(".msg", has_text="Approval request")
+        await expect(card).to_contain_text("example")
+        await act_as(page, "U0BOB")
+        await card.get_by_role("button", name="Approve", exact=True).click()
+        await expect(thread).to_contain_text("deployed api 2.4 (was 2.3)")
+        assert _calls(log, "deploy") == [{"service": "api", "version": "2.4"}]
+
+        await act_as(page, "U0ALICE")
+        await say(page, "incident on web")
+        question = thread.locator(".msg", has_text="How severe is the incident on web?")
+        await question.get_by_role("button", name="sev2", exact=True).click()
+        await expect(thread).to_contain_text("opened a sev2 incident for web")
+        await page.screenshot(path=str(tmp_path / "example.png"))
+    assert _calls(log, "incident")[-1]["answer"] == {
+        "action": "accept",
+        "content": {"severity": "sev2"},
+    }
