@@ -77,5 +77,6 @@ class ChannelRules:
             if found and rule is not tool.requires_approval:
                 tool = copy.copy(tool)
                 tool.requires_approval = rule
+                tool.channel_rule = True
             applied[name] = tool
         return applied

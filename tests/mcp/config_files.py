@@ -94,7 +94,8 @@ LEADS = "S0LEADS"
 def channel_rules(folder: Path, *, model: str = "openai/scripted") -> Path:
     """`handback.toml` in `folder`: one server (`ops`), offered in DEPLOYS and GENERAL, whose
     `ops_deploy` needs two approvers from LEADS in DEPLOYS and one named person in GENERAL;
-    every other channel is offered `ops_deploy` under the server's own rule."""
+    every other channel is offered `ops_deploy` under the server's own rule. `ops_status`,
+    read-only and so ungated by the server's rules, needs bob in GENERAL."""
     command = json.dumps([sys.executable, OPS_SERVER, "stdio"])
     text = f"""
 name = "ops"
@@ -112,7 +113,7 @@ approvals = {{ ops_deploy = {{ approvers = ["{LEADS}"], count = 2 }} }}
 
 [channels.{GENERAL}]
 tools = ["ops_status", "ops_deploy"]
-approvals = {{ "ops_dep*" = {{ approvers = ["U0BOB"] }} }}
+approvals = {{ "ops_dep*" = {{ approvers = ["U0BOB"] }}, ops_status = {{ approvers = ["U0BOB"] }} }}
 
 [channels."*"]
 tools = ["ops_deploy"]

@@ -97,3 +97,19 @@ async def test_a_channel_not_named_gets_the_tools_own_rule_never_none(
         None: (("U0DAVE",), 1),
     }
     assert calls(tmp_path / "a.log", "deploy") == []
+
+
+async def test_a_tool_only_a_channels_rule_gates_says_so_on_its_card(
+    model: OpenAICompatServer, tmp_path: Path
+) -> None:
+    agent = agent_from_file(channel_rules(tmp_path))
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store, agent:
+        agent.store = store
+        events = [e async for e in agent(prompt="call ops_status", channel=GENERAL)]
+        [approval] = [e for e in events if isinstance(e, InteractionEvent)]
+        assert approval.payload["gated_because"] == "this channel's rule"
+        assert approval.payload[RULE_KEY]["approvers"] == ["U0BOB"]
+        # In DEPLOYS its read-only annotation stands: it runs at once.
+        ran = await agent(prompt="call ops_status", channel=DEPLOYS).collect()
+        assert ran.status.code == "success" and "healthy" in str(ran.output)
+    assert len(calls(tmp_path / "a.log", "status")) == 1
