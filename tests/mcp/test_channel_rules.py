@@ -113,3 +113,18 @@ async def test_a_tool_only_a_channels_rule_gates_says_so_on_its_card(
         ran = await agent(prompt="call ops_status", channel=DEPLOYS).collect()
         assert ran.status.code == "success" and "healthy" in str(ran.output)
     assert len(calls(tmp_path / "a.log", "status")) == 1
+
+
+async def test_a_continuation_without_the_event_is_gated_by_its_stored_channels_rule(
+    model: OpenAICompatServer, tmp_path: Path
+) -> None:
+    agent = agent_from_file(channel_rules(tmp_path))
+    async with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store, agent:
+        agent.store = store
+        first = await agent(prompt="call ops_status", channel=DEPLOYS).collect()
+        assert first.status.code == "success"
+        # Another process continues the conversation knowing only its run id.
+        events = [e async for e in agent(prompt="call ops_deploy", parent_id=first.run_id)]
+        [approval] = [e for e in events if isinstance(e, InteractionEvent)]
+        rule = approval.payload[RULE_KEY]
+        assert (rule["approvers"], rule["count"]) == ([LEADS], 2)  # DEPLOYS', not the default
