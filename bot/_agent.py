@@ -12,6 +12,7 @@ from typing import Any
 
 from state import RunRecord, RunStore, Store, mask_url, open_store, resolve_store_url
 
+from ._channel_rules import ChannelRules
 from ._channels import ChannelTools
 from ._command import direct_call
 from ._errors import UsageError
@@ -48,6 +49,7 @@ class Agent:
         store: Store | None = None,
         description: str | None = None,
         channels: Mapping[str, Sequence[str]] | None = None,
+        channel_rules: Mapping[str, Mapping[str, ApprovalRule]] | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise UsageError(f"Agent name must be a non-empty string, got {name!r}")
@@ -73,6 +75,8 @@ class Agent:
         self.channels = None if channels is None else ChannelTools.of(channels)
         """Per channel, the tools offered there (see `bot/_channels.py`); None: every tool in
         every channel."""
+        self.channel_rules = None if channel_rules is None else ChannelRules.of(channel_rules)
+        """Per channel, approval rules over the tools' own (see `bot/_channel_rules.py`)."""
         self.system_prompt = system_prompt
         self.max_iterations = max_iterations
         self.store: Store | None = store
@@ -122,23 +126,30 @@ class Agent:
     def _tool_specs(self) -> list[dict[str, Any]]:
         return [tool.spec() for tool in self.tools.values()]
 
-    def tools_in(self, channel: str | None) -> dict[str, Tool]:
-        """The tools offered now in `channel` (None: a run outside any channel): all of them
-        unless the agent has per-channel tool sets (`channels=`)."""
+    def tools_in(self, channel: str | None, within: Sequence[ChannelTools] = ()) -> dict[str, Tool]:
+        """The tools offered now in `channel` (None: a run outside any channel), as they are
+        there: all of them unless the agent has per-channel tool sets (`channels=`), each with
+        the channel's approval rule where `channel_rules=` gives one.
+
+        `within` are the tool sets of the agents this one runs as a tool of (outermost first):
+        a nested agent is offered only what every caller's set offers in the channel too."""
         tools = self.tools
-        if self.channels is None:
-            return tools
-        source = {
-            tool.name: toolset.name
-            for toolset in self.toolsets
-            for tool in toolset.tools()
-            if tool.name not in self._tools
-        }
-        return {
-            name: tool
-            for name, tool in tools.items()
-            if self.channels.offers(channel, name, source.get(name))
-        }
+        boundaries = [*within, *([self.channels] if self.channels is not None else [])]
+        if boundaries:
+            source = {
+                tool.name: toolset.name
+                for toolset in self.toolsets
+                for tool in toolset.tools()
+                if tool.name not in self._tools
+            }
+            tools = {
+                name: tool
+                for name, tool in tools.items()
+                if all(b.offers(channel, name, source.get(name)) for b in boundaries)
+            }
+        if self.channel_rules is not None:
+            tools = self.channel_rules.apply(channel, tools)
+        return tools
 
     @asynccontextmanager
     async def toolsets_open(self) -> AsyncIterator[None]:
@@ -283,8 +294,11 @@ class Agent:
         run_id: str,
         path: str,
         store: RunStore,
+        channel: str | None = None,
+        within: Sequence[ChannelTools] = (),
     ) -> AgentRun:
-        """A run of this agent as a tool of another (`bot/_nested.py` derives the arguments)."""
+        """A run of this agent as a tool of another (`bot/_nested.py` derives the arguments),
+        in the caller's channel and inside the callers' tool sets (`within`)."""
         return AgentRun(
             self,
             prompt=prompt,
@@ -293,6 +307,8 @@ class Agent:
             run_id=run_id,
             path=path,
             store=store,
+            channel=channel,
+            within=within,
         )
 
     async def get_store(self) -> Store:

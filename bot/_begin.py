@@ -75,6 +75,7 @@ class RunBegin:
     parent_id: str | None
     resume: dict[str, Any] | None
     by: tuple[str, ...]
+    channel: str | None
     thread: tuple[str, str] | None
     stop_seen: str | None
     direct: PendingCall | None
@@ -107,6 +108,7 @@ class RunBegin:
         return self._continue_from(parent)
 
     def _earlier_attempt(self, saved: RunRecord) -> Begin:
+        self._check_channel(saved)
         if saved.agent_name != self.agent.name or saved.parent_id != self.parent_id:
             raise UsageError(
                 f"Run id `{self.run_id}` already names a run of agent `{saved.agent_name}` with "
@@ -133,6 +135,7 @@ class RunBegin:
             layout=LAYOUT,
             transcript_id=self.run_id,
             requesters=list(dict.fromkeys(self.by)),
+            channel=self.channel,
             thread=self.thread,
             stop_seen=self.stop_seen,
         )
@@ -164,13 +167,30 @@ class RunBegin:
             transcript_id=parent.transcript_id if appended else self.run_id,
             base=len(parent.transcript) if appended else 0,
             requesters=list(dict.fromkeys([*_turn_requesters(parent), *self.by])),
+            # The conversation stays in its channel (`_check_channel`); a parent saved before
+            # runs kept theirs takes the caller's.
+            channel=parent.channel if parent.channel is not None else self.channel,
             # A new turn says where it is and which stop it began under; a resume goes on with
             # its parent's turn, so a stop of that turn stops it too.
             thread=self.thread if self.resume is None else parent.thread,
             stop_seen=self.stop_seen if self.resume is None else parent.stop_seen,
         )
 
+    def _check_channel(self, parent: RunRecord) -> None:
+        # A card answered, or a message sent, in another channel than the conversation's would
+        # otherwise run its calls under that channel's tool set and rules: refused, not mixed.
+        if (
+            self.channel is not None
+            and parent.channel is not None
+            and parent.channel != self.channel
+        ):
+            raise UsageError(
+                f"Run `{parent.run_id}` is a conversation in `{parent.channel}`; it cannot be "
+                f"resumed or continued in `{self.channel}`"
+            )
+
     def _resume_from(self, parent: RunRecord, resume: dict[str, Any]) -> Begin:
+        self._check_channel(parent)
         if parent.agent_name != self.agent.name:
             # Interaction ids include the agent's name, so another agent's handlers could never
             # find these answers: they would ask again, forever.
@@ -198,6 +218,7 @@ class RunBegin:
         )
 
     def _continue_from(self, parent: RunRecord) -> Begin:
+        self._check_channel(parent)
         run = self._child(parent, id_scheme=ID_SCHEME)
         claim: RunRecord | None = None
         if parent.status == "paused":

@@ -93,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=int, default=8080, help="port to serve the page on (default: 8080)"
     )
     dev.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    dev.add_argument(
+        "--example-mcp",
+        action="store_true",
+        help="run an agent on the bundled example MCP server (a read-only tool, a gated one, "
+        "and one that asks a question), started over stdio",
+    )
     doctor = commands.add_parser(
         "doctor",
         help="check the configuration and connections before going live",
@@ -239,6 +245,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 host=args.host,
                 port=args.port,
                 open_browser=not args.no_browser,
+                example_mcp=args.example_mcp,
             )
             or 0
         )

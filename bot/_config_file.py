@@ -180,6 +180,8 @@ class ToolFile(_Strict):
 class ChannelFile(_Strict):
     tools: list[Annotated[str, Field(min_length=1)]]
     """Server names (all their tools) and tool names or globs (`repo_git_*`)."""
+    approvals: dict[str, Rule] = {}
+    """Tool name or glob (as the model sees it) -> its rule in this channel, over its own."""
 
 
 class AgentFile(_Strict):
@@ -262,6 +264,7 @@ class _Builder:
         servers = self._servers()
         tools = self._tools()
         channels = self._channels(servers, tools)
+        channel_rules = self._channel_rules(servers, tools)
         if self.problems:
             raise ConfigFileError(self.path, self.problems)
         try:
@@ -272,6 +275,7 @@ class _Builder:
                 system_prompt=declared.instructions,
                 max_iterations=declared.max_iterations,
                 channels=channels,
+                channel_rules=channel_rules,
             )
         except UsageError as error:
             raise ConfigFileError(self.path, [str(error)]) from None
@@ -334,6 +338,43 @@ class _Builder:
                     )
             sets[channel] = list(offered.tools)
         return sets
+
+    def _channel_rules(
+        self, servers: list[MCPServer], tools: list[Tool]
+    ) -> dict[str, dict[str, ApprovalRule]] | None:
+        declared = self.declared.channels
+        if declared is None or not any(c.approvals for c in declared.values()):
+            return None
+        names = {tool.name for tool in tools}
+        prefixes = {s.name: f"{s.prefix}_" if s.prefix else "" for s in servers}
+        rules: dict[str, dict[str, ApprovalRule]] = {}
+        for channel, offered in declared.items():
+            for tool in offered.approvals:
+                where = f"channels.{_path([channel])}.approvals.{_path([tool])}"
+                if not _could_match(tool, names, list(prefixes.values())):
+                    self.problems.append(
+                        f"{where}: {tool!r} names no tool of this agent (a tool's name as the "
+                        "model sees it, or a glob: `repo_git_*`)"
+                    )
+                elif not _in_set(tool, offered.tools, prefixes):
+                    self.problems.append(
+                        f"{where}: {tool!r} is not offered in this channel (its `tools`: "
+                        f"{', '.join(offered.tools)}), so a rule for it there would never apply"
+                    )
+            rules[channel] = {tool: _rule(rule) for tool, rule in offered.approvals.items()}
+        return rules
+
+
+def _in_set(tool: str, entries: Sequence[str], prefixes: dict[str, str]) -> bool:
+    """Whether the tool (or glob) `tool` can be in a channel's set `entries`: named by it, by a
+    glob of it, or a tool of a server it names."""
+    return any(
+        entry == tool
+        or fnmatchcase(tool, entry)
+        or fnmatchcase(entry, tool)
+        or (entry in prefixes and tool.startswith(prefixes[entry]))
+        for entry in entries
+    )
 
 
 def _could_match(entry: str, names: set[str], prefixes: list[str]) -> bool:

@@ -8,6 +8,10 @@ for, and the caller's record keeps which inner run that is (`RunRecord.nested`);
 caller re-executes the call, which resumes the inner run with the answers meant for it. The inner
 run keeps its transcript, and the handlers it finished are not run again. `Cancel` goes down:
 cancelling the caller resumes each paused inner run with `Cancel` first.
+
+The inner run is in the caller's channel and inside the caller's per-channel tool set: it is
+offered, and may run, only those of its tools that the caller's set offers in that channel too
+(by name or glob, or a server's name), so a channel's boundary holds at every depth.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class AgentTool(Tool):
                 run_id=run_id,
                 path=scope.path,
                 store=scope.store,
+                channel=scope.channel,
+                within=scope.within,
             )
         else:
             answers = {i: scope.answers[i] for i in paused.interaction_ids if i in scope.answers}
@@ -109,6 +115,8 @@ class AgentTool(Tool):
                 run_id=run_id,
                 path=scope.path,
                 store=scope.store,
+                channel=scope.channel,
+                within=scope.within,
             )
         pending, output = await run._settled()
         return _result(self.agent.name, pending, output)

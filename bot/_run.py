@@ -15,6 +15,7 @@ from state import PendingCall, RunRecord, RunStore, StoreError
 
 from . import _logging, _metrics
 from ._begin import RunBegin, now_ms
+from ._channels import ChannelTools
 from ._command import command_output, scrub_command
 from ._errors import ModelCallError, RunStopped, UsageError
 from ._journal import INTERRUPTED_BY_STOP, Journal, StartRefused, closing_results, tool_message
@@ -22,6 +23,7 @@ from ._model import ModelResponse, ToolCall, describe_failure, from_sdk
 from ._nested import cancel_nested
 from ._replay import EventCode, output_event, replayed
 from ._step import Outcome, Step
+from ._tool import Tool
 from .events import DeltaEvent, InteractionEvent, OutputEvent, StartEvent, ToolEvent
 
 if TYPE_CHECKING:
@@ -69,11 +71,15 @@ class AgentRun(RunBegin):
         channel: str | None = None,
         thread: tuple[str, str] | None = None,
         stop_seen: str | None = None,
+        within: Sequence[ChannelTools] = (),
     ) -> None:
         self.agent = agent
         self.channel = channel
         """The Slack channel the run talks in; with per-channel tool sets the model is offered,
-        and a step may run, only that channel's tools."""
+        and a step may run, only that channel's tools. Once the run began, the channel its
+        conversation keeps (`RunRecord.channel`)."""
+        self.within = tuple(within)
+        """For an agent used as a tool: the tool sets of its callers, which bound its own."""
         self.thread = thread
         self.stop_seen = stop_seen
         """The turn this run begins and the stop mark it began under (`Agent.__call__`)."""
@@ -159,6 +165,9 @@ class AgentRun(RunBegin):
         store = self._store if self._store is not None else await self.agent.get_store()
         begin = await self._begin(store)
         run = begin.run
+        if run.channel is not None:
+            # The conversation's channel as stored decides its tools (`RunRecord.channel`).
+            self.channel = run.channel
         self.requesters = list(run.requesters)
         _logging.bind(run_id=self.run_id)
         if begin.replay:
@@ -227,10 +236,12 @@ class AgentRun(RunBegin):
             if run.pending_calls:
                 step = Step(
                     agent_name=self.path,
-                    tools=agent.tools_in(self.channel),
+                    tools=self.offered(),
                     run=run,
                     journal=journal,
                     durable=durable,
+                    channel=self.channel,
+                    within=self.bounds(),
                 )
                 for call in _calls_to_run(run):
                     yield self._tool_event(call, "running")
@@ -258,7 +269,7 @@ class AgentRun(RunBegin):
             response: ModelResponse | None = None
             replies = agent.model.respond(
                 run.transcript,
-                [tool.spec() for tool in agent.tools_in(self.channel).values()],
+                [tool.spec() for tool in self.offered().values()],
                 stream=stream,
             )
             while True:
@@ -291,6 +302,16 @@ class AgentRun(RunBegin):
                 for c in response.tool_calls
             ]
             durable = False  # these calls are in no record yet
+
+    def offered(self) -> dict[str, Tool]:
+        """The tools this run is offered now, and the only ones a step of it may run."""
+        return self.agent.tools_in(self.channel, self.within)
+
+    def bounds(self) -> tuple[ChannelTools, ...]:
+        """The tool sets an agent this run calls as a tool runs inside: its callers' and its
+        own agent's."""
+        own = self.agent.channels
+        return self.within if own is None else (*self.within, own)
 
     def _tool_event(
         self, call: PendingCall, status: Literal["running", "done"], result: str | None = None

@@ -23,6 +23,7 @@ from state import (
     read_approval,
 )
 
+from ._channels import ChannelTools
 from ._errors import ApprovalPolicyError
 from ._journal import INTERRUPTED_BY_CRASH, Journal, StartRefused
 from ._redact import redact, redact_schema
@@ -102,6 +103,10 @@ class Step:
     durable: bool
     """Whether the transcript holding these calls is in the store already (the parent of a
     resume, a journal), so that a retry of this run would execute these very calls again."""
+    channel: str | None = None
+    """The channel of the run: an agent a call runs as a tool runs in it too."""
+    within: tuple[ChannelTools, ...] = ()
+    """The tool sets such an agent runs inside (`AgentRun.bounds`)."""
     _outcomes: list[Outcome] = field(default_factory=list)
     _running: int = 0
 
@@ -183,6 +188,8 @@ class Step:
             store=self.journal.store,
             nested=run.nested.get(call.tool_call_id),
             input_required=run.input_required.get(call.tool_call_id),
+            channel=self.channel,
+            within=self.within,
         )
         ready = _Ready(outcome=outcome, tool=tool, arguments=arguments, scope=scope)
         if rule is not None and not (

@@ -20,6 +20,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from state import NestedRun, PendingInteraction, RunStore
 
+from ._channels import ChannelTools
 from ._errors import UsageError
 from ._schema import check_schema
 
@@ -140,6 +141,10 @@ class HandlerScope:
     """For a call to an MCP server: the input-required result (JSON) it paused on last time,
     which the handler sends the retry from; the handler replaces it with the next round's, and
     the run keeps it while the call waits (`RunRecord.input_required`)."""
+    channel: str | None = None
+    """The channel of the run: an agent the handler runs as a tool runs there too."""
+    within: tuple[ChannelTools, ...] = ()
+    """The tool sets that bound such an agent: its callers' (see `bot/_nested.py`)."""
     occurrences: dict[str, int] = field(default_factory=dict)
     used: list[str] = field(default_factory=list)
     """Answer ids this execution consumed; a run that pauses again must keep them."""

@@ -85,6 +85,10 @@ class Tool:
     (`/deploy api 2.3 prod`), through the same approval gate (`Agent.call_tool`).
     """
 
+    channel_rule: bool = False
+    """True on the copy a channel's own rule made (`bot/_channel_rules.py`): its card says the
+    rule is the channel's."""
+
     def __init__(
         self,
         handler: Callable[..., Any],

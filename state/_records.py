@@ -169,6 +169,11 @@ class RunRecord:
     """The conversation's place, (channel, thread_ts), whose stop mark ends this run's turn;
     carried to the children that resume the turn. None for runs outside a thread and records
     written before the store checked stops: nothing is checked for those."""
+    channel: str | None = None
+    """The Slack channel the conversation is in, set by its first run and carried to every
+    child: a resume, a retry in another process and a recovery offer (and run) that channel's
+    tools and rules, whatever channel the event that resumes it names. None for runs outside
+    a channel and records written before the field existed (those take the caller's)."""
     stop_seen: str | None = None
     """The thread's stop mark (as stored, `stop_mark`) when this run's turn began, None for none.
     While the thread keeps another mark, someone stopped the turn since: the store refuses to

@@ -155,6 +155,11 @@ class MCPServer(Toolset):
     def __repr__(self) -> str:
         return f"MCPServer({self.name!r}, tools={sorted(self._tools)!r})"
 
+    @property
+    def command(self) -> tuple[str, ...]:
+        """The stdio server's command as given (`${NAME}` not read); empty for HTTP."""
+        return self._command
+
     # ------------------------------------------------------------ lifecycle
 
     def tools(self) -> list[MCPTool]:

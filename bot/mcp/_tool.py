@@ -15,6 +15,9 @@ from ._gate import Gate
 
 __all__ = ["MCPTool"]
 
+CHANNEL_RULE = "this channel's rule"
+"""Why a tool is gated when only a channel's own rule gates it."""
+
 Call = Callable[[str, dict[str, Any]], Awaitable[str]]
 """Sends `tools/call` for the server's tool name with these arguments; the result as text."""
 
@@ -65,8 +68,10 @@ class MCPTool(Tool):
 
     def approval_context(self) -> dict[str, str]:
         context = {"server": self.server, "server_tool": self.remote}
-        if self.gate.reason is not None:
-            context["gated_because"] = self.gate.reason
+        # A tool the server's rules leave ungated is gated in a channel only by its rule.
+        reason = self.gate.reason or (CHANNEL_RULE if self.channel_rule else None)
+        if reason is not None:
+            context["gated_because"] = reason
         return context
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:

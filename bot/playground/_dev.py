@@ -13,11 +13,15 @@ from state import StoreError
 from .._agent_ref import DEFAULT_AGENT, AgentRefError
 from .._config_file import load_agent
 from ..slack import ConfigError
+from ._example import example_agent, example_reply
 from ._playground import Playground
 
 __all__ = ["main"]
 
 _EXIT_USAGE = 2
+
+EXAMPLE_REF = "--example-mcp (python -m bot.playground.example_mcp)"
+"""How the banner names the example agent."""
 
 
 def main(
@@ -25,12 +29,16 @@ def main(
     host: str = "127.0.0.1",
     port: int = 8080,
     open_browser: bool = True,
+    example_mcp: bool = False,
 ) -> int:
-    """Serve the playground for the agent at `agent` (MODULE:ATTR); the exit code."""
-    ref = agent or DEFAULT_AGENT
+    """Serve the playground for the agent at `agent` (MODULE:ATTR or FILE.toml), or with
+    `example_mcp` for the bundled example MCP server's agent; the exit code."""
+    if example_mcp and agent not in (None, DEFAULT_AGENT):
+        return _fail("--example-mcp runs its own agent: give it without an agent or a file")
+    ref = EXAMPLE_REF if example_mcp else agent or DEFAULT_AGENT
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        loaded = load_agent(ref)
+        loaded = example_agent() if example_mcp else load_agent(ref)
         return asyncio.run(_serve(Playground(loaded, host=host, port=port), ref, open_browser))
     except (AgentRefError, ConfigError, StoreError) as error:
         return _fail(str(error))
@@ -56,7 +64,7 @@ async def _serve(playground: Playground, ref: str, open_browser: bool) -> int:
         where = playground.store_in_use
         kept = " (removed when it stops)" if playground.store_url is None else ""
         print(f"  store: {where}{kept}; `handback audit --store {where}` reads it", flush=True)
-        if playground.offline and ref != DEFAULT_AGENT:
+        if playground.offline and ref != DEFAULT_AGENT and playground.script is not example_reply:
             # The demo model only knows the chat-ops example's tools and scenarios.
             print(
                 "  note: the demo model scripts the chat-ops example's tools; set "

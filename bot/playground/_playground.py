@@ -11,18 +11,20 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from state import Store, StoreError, open_store
 
 from .. import Agent
 from .._model import Model, OpenAIModel
 from ..slack import SlackBot, load_settings
-from ..testing import OpenAICompatServer
+from ..testing import OpenAICompatServer, ScriptReply
 from ._demo_model import EXAMPLES, demo_reply
+from ._example import EXAMPLE_PROMPTS, example_reply, is_example
 from ._page import PageConfig, PageServer
 from ._workspace import DEMO_PEOPLE, PlaygroundSlack
 
@@ -47,6 +49,13 @@ class Playground:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.agent = agent
+        example = is_example(agent)
+        self.script: Callable[[Sequence[dict[str, Any]]], ScriptReply] = (
+            example_reply if example else demo_reply
+        )
+        """What the offline demo model plays: the example MCP server's script for an agent
+        that runs it (`bot/playground/_example.py`), else the chat-ops one."""
+        self.examples: tuple[str, ...] = EXAMPLE_PROMPTS if example else EXAMPLES
         self.host = host
         self.port = port
         self.store_url = store_url
@@ -104,7 +113,7 @@ class Playground:
             from openai import AsyncOpenAI
 
             self.demo = await stack.enter_async_context(
-                OpenAICompatServer(demo_reply, model="offline-demo")
+                OpenAICompatServer(self.script, model="offline-demo")
             )
             client = AsyncOpenAI(base_url=self.demo.base_url, api_key="offline-demo")
             stack.push_async_callback(client.close)
@@ -151,7 +160,9 @@ class Playground:
             offline=self.offline,
             people=DEMO_PEOPLE,
             channel=_CHANNEL,
-            examples=EXAMPLES if self.offline or agent.name == "chatops" else (),
+            examples=self.examples
+            if self.offline or agent.name == "chatops" or self.examples is EXAMPLE_PROMPTS
+            else (),
         )
         self.page = await stack.enter_async_context(
             PageServer(slack, config, host=self.host, port=self.port)

@@ -9,7 +9,7 @@ created.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from state import Approval, StoreError, missing_sqlite_file, open_store
 # Coordination records of the Slack app, kept out of `state.__all__` (not for users).
 from state._health import check_store
 
-from .. import Agent
+from .. import Agent, Tool
 from .._channels import OTHER_CHANNELS
 from .._model import OpenAIModel
 from .._toolset import Toolset
@@ -327,11 +327,13 @@ def _lookup_refused(entry: str, response: Any) -> str:
     return f"Slack said {code}: the id could not be checked"
 
 
-def who_may_approve(settings: Settings, agent: Agent) -> list[tuple[str, str, bool]]:
-    """For each tool of the agent that can ask for approval, who may give it, in words, and
-    whether that is a gate someone can open (False: nobody may approve it)."""
+def who_may_approve(
+    settings: Settings, agent: Agent, tools: Iterable[Tool] | None = None
+) -> list[tuple[str, str, bool]]:
+    """For each tool of the agent (or of `tools`) that can ask for approval, who may give it,
+    in words, and whether that is a gate someone can open (False: nobody may approve it)."""
     found = []
-    for rule in gate_rules(agent, settings):
+    for rule in gate_rules(agent, settings, tools):
         if rule.anyone:
             who = "anyone in the channel but the requester (HANDBACK_APPROVERS=anyone)"
         elif rule.approvers:
@@ -378,20 +380,31 @@ def _follow_up(rule: Approval | None) -> str:
 
 
 def channel_rules(settings: Settings, agent: Agent) -> list[Check]:
-    """With per-channel tool sets: for each channel named, a line per tool offered there with
-    its effective rule, and a line naming the tools it is not offered (the model never sees
-    them there, and no approval can run them there)."""
-    if agent.channels is None:
+    """With per-channel tool sets or rules: for each channel named, a line per tool offered
+    there with its effective rule (the channel's own where it has one), and a line naming the
+    tools it is not offered (the model never sees them there, and no approval can run them)."""
+    named = [*(agent.channels.sets if agent.channels is not None else ())]
+    if agent.channel_rules is not None:
+        named += [c for c in agent.channel_rules.rules if c not in named]
+    if not named:
         return []
-    rules = {tool: (who, opens) for tool, who, opens in who_may_approve(settings, agent)}
     everything = agent.tools
     checks = []
-    for channel in agent.channels.sets:
+    if OTHER_CHANNELS not in named:
+        # Where no channel is named the tools keep their own rules: said, not left to guess.
+        named.append(OTHER_CHANNELS)
+    for channel in named:
         where = "every other channel" if channel == OTHER_CHANNELS else f"`{channel}`"
         # A run outside any channel gets the `*` set, as every channel not named does.
         offered = agent.tools_in(None if channel == OTHER_CHANNELS else channel)
-        for name in offered:
+        rules = {
+            tool: (who, opens)
+            for tool, who, opens in who_may_approve(settings, agent, offered.values())
+        }
+        for name, tool in offered.items():
             rule, opens = rules.get(name, ("runs without approval", True))
+            if tool is not everything.get(name):
+                rule = f"{rule} (this channel's rule)"
             checks.append(
                 Check(status="ok" if opens else "FAIL", name=f"in {where}, `{name}`", detail=rule)
             )

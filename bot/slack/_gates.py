@@ -10,7 +10,7 @@ refuse to start naming what to set, and a click on such a request is refused (`A
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from blocks import ANYONE
@@ -42,19 +42,33 @@ class GateRule:
         return self.approvers == (ANYONE,)
 
 
-def _gated(agent: Agent) -> Iterator[Tool]:
+def _gated(tools: Iterable[Tool]) -> Iterator[Tool]:
     """Every tool that can ask for approval, nested agents' tools included."""
-    for tool in agent.tools.values():
+    for tool in tools:
         if tool.requires_approval is not False:
             yield tool
         if isinstance(tool, AgentTool):
-            yield from _gated(tool.agent)
+            yield from _gated(tool.agent.tools.values())
 
 
-def gate_rules(agent: Agent, settings: Settings) -> list[GateRule]:
-    """The approver rule of each gated tool of `agent`, as the Slack app will apply it."""
+def _channel_tools(agent: Agent) -> Iterator[Tool]:
+    """The tools whose rule a channel changes (`Agent.channel_rules`), as they are there."""
+    if agent.channel_rules is None:
+        return
+    own = agent.tools
+    for channel in agent.channel_rules.rules:
+        for name, tool in agent.tools_in(channel).items():
+            if tool is not own.get(name):
+                yield tool
+
+
+def gate_rules(
+    agent: Agent, settings: Settings, tools: Iterable[Tool] | None = None
+) -> list[GateRule]:
+    """The approver rule of each gated tool of `agent` (or of `tools`, e.g. those offered in
+    one channel, with its rules), as the Slack app will apply it."""
     rules = []
-    for tool in _gated(agent):
+    for tool in _gated(agent.tools.values() if tools is None else tools):
         rule = tool.requires_approval
         fixed = rule if isinstance(rule, Approval) else Approval() if rule is True else None
         if fixed is not None and fixed.approvers:
@@ -83,7 +97,8 @@ def check_gates(agent: Agent, settings: Settings) -> None:
     """`ConfigError` (one line) for a gated tool that nobody may approve, or a per-tool setting
     that names a tool the agent does not have (a typo would otherwise leave the real tool to
     the general list, silently)."""
-    rules = gate_rules(agent, settings)
+    # A channel's own rule for a tool must be one someone can give too.
+    rules = gate_rules(agent, settings) + gate_rules(agent, settings, _channel_tools(agent))
     for tool in unknown_tool_names(agent, settings):
         names = sorted({tool.name for tool in _all_tools(agent)})
         raise ConfigError(

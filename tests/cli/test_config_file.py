@@ -152,3 +152,69 @@ def test_handback_run_prints_every_problem_and_exits_2(tmp_path: Path) -> None:
     lines = done.stderr.splitlines()
     assert lines[0] == f"handback: {path}: 8 problems"
     assert lines[1:] == [f"  {p}" for p in _problems(tmp_path, SCHEMA_PROBLEMS)]
+
+
+CHANNEL_RULE_SHAPES = """
+name = "ops"
+model = "openai/gpt-4.1-mini"
+
+[servers.tickets]
+url = "https://mcp.example.com/mcp"
+
+[channels.C0PROD]
+tools = ["tickets"]
+
+[channels.C0PROD.approvals]
+tickets_close = { count = "2" }
+tickets_open = { approvers = ["bob"] }
+tickets_list = "yes"
+tickets_x = { cuont = 2 }
+"""
+
+CHANNEL_RULE_NAMES = """
+name = "ops"
+model = "openai/gpt-4.1-mini"
+
+[servers.tickets]
+url = "https://mcp.example.com/mcp"
+
+[servers.repo]
+url = "https://mcp.example.com/repo"
+
+[channels.C0PROD]
+tools = ["tickets"]
+approvals = { repo_commit = true, wiki_edit = { count = 2 }, "tickets_*" = { count = 2 } }
+"""
+
+
+def test_a_channels_rules_are_checked_like_any_rule_each_problem_naming_its_field(
+    tmp_path: Path,
+) -> None:
+    assert _problems(tmp_path, CHANNEL_RULE_SHAPES) == [
+        "channels.C0PROD.approvals.tickets_close.count: Input should be a valid integer",
+        "channels.C0PROD.approvals.tickets_open: approvers: 'bob' is not a Slack user (U…, W…) "
+        "or user group (S…) id",
+        "channels.C0PROD.approvals.tickets_list: Input should be a valid dictionary or instance "
+        "of RuleFile",
+        "channels.C0PROD.approvals.tickets_x.cuont: not a field handback reads (a typo?)",
+    ]
+
+
+def test_a_channel_rule_must_name_a_tool_offered_in_that_channel(tmp_path: Path) -> None:
+    assert _problems(tmp_path, CHANNEL_RULE_NAMES) == [
+        "channels.C0PROD.approvals.repo_commit: 'repo_commit' is not offered in this channel "
+        "(its `tools`: tickets), so a rule for it there would never apply",
+        "channels.C0PROD.approvals.wiki_edit: 'wiki_edit' names no tool of this agent (a tool's "
+        "name as the model sees it, or a glob: `repo_git_*`)",
+    ]
+
+
+def test_a_channels_rules_become_the_agents_channel_rules(tmp_path: Path) -> None:
+    path = tmp_path / "handback.toml"
+    path.write_text(
+        CHANNEL_RULE_NAMES.replace("repo_commit = true, wiki_edit = { count = 2 }, ", "")
+    )
+    agent = agent_from_file(path)
+    assert agent.channel_rules is not None
+    assert agent.channel_rules.rule("C0PROD", "tickets_close") == (True, Approval(count=2))
+    assert agent.channel_rules.rule("C0STAGING", "tickets_close") == (False, False)

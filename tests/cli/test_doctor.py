@@ -234,3 +234,33 @@ async def test_doctor_on_a_config_file_prints_each_tools_rule_per_channel(
     assert line(lines, "in `C0GENERAL`, `ops_status`").endswith(": runs without approval")
     assert not any(entry[6:].startswith("in `C0GENERAL`, `ops_deploy`") for entry in lines)
     assert "`ops_deploy`" in line(lines, "in `C0GENERAL`, not offered")
+
+
+async def test_doctor_prints_a_channels_own_rule_and_the_default_elsewhere(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    from ..mcp.config_files import channel_rules, server_env
+
+    path = channel_rules(tmp_path)
+    model = OpenAICompatServer(lambda messages: "ok", models=["scripted"])
+    async with model as server, TestSlack() as slack:
+        slack.add_usergroup("S0LEADS", ["U0CAROL", "U0DAVE"])
+        code, lines = await doctor(
+            slack,
+            sqlite_store_url,
+            agent=str(path),
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=server.base_url,
+            **server_env(tmp_path),
+        )
+    assert code == 0, lines
+    prod = line(lines, "in `C0DEPLOYS`, `ops_deploy`")
+    assert "by 2 distinct approvers" in prod and "S0LEADS (from the tool's Approval)" in prod
+    assert "(this channel's rule)" in prod
+    staging = line(lines, "in `C0GENERAL`, `ops_deploy`")
+    assert "U0BOB (from the tool's Approval)" in staging and "distinct" not in staging
+    assert "(this channel's rule)" in staging
+    # Every other channel: the server's own rule, said as such.
+    other = line(lines, "in every other channel, `ops_deploy`")
+    assert "U0DAVE (from the tool's Approval)" in other and "this channel's rule" not in other
+    assert line(lines, "in `C0DEPLOYS`, `ops_status`").endswith(": runs without approval")

@@ -85,3 +85,39 @@ class Script:
             arguments = {"service": "api", "version": "2.4"}
             return [{"name": text.removeprefix("call ").strip(), "arguments": arguments}]
         return "nothing to do"
+
+
+LEADS = "S0LEADS"
+"""The user group whose two members must approve `ops_deploy` in DEPLOYS (`channel_rules`)."""
+
+
+def channel_rules(folder: Path, *, model: str = "openai/scripted") -> Path:
+    """`handback.toml` in `folder`: one server (`ops`), offered in DEPLOYS and GENERAL, whose
+    `ops_deploy` needs two approvers from LEADS in DEPLOYS and one named person in GENERAL;
+    every other channel is offered `ops_deploy` under the server's own rule. `ops_status`,
+    read-only and so ungated by the server's rules, needs bob in GENERAL."""
+    command = json.dumps([sys.executable, OPS_SERVER, "stdio"])
+    text = f"""
+name = "ops"
+model = {json.dumps(model)}
+
+[servers.ops]
+command = {command}
+env = {{ OPS_LOG = "${{OPS_LOG_A}}", OPS_PID = "${{OPS_PID_A}}" }}
+trust_annotations = true
+approval = {{ approvers = ["U0DAVE"] }}
+
+[channels.{DEPLOYS}]
+tools = ["ops"]
+approvals = {{ ops_deploy = {{ approvers = ["{LEADS}"], count = 2 }} }}
+
+[channels.{GENERAL}]
+tools = ["ops_status", "ops_deploy"]
+approvals = {{ "ops_dep*" = {{ approvers = ["U0BOB"] }}, ops_status = {{ approvers = ["U0BOB"] }} }}
+
+[channels."*"]
+tools = ["ops_deploy"]
+"""
+    path = folder / "handback.toml"
+    path.write_text(text)
+    return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -58,6 +59,7 @@ def full_run() -> RunRecord:
         t0=1_700_000_000_000,
         t1=None,
         resumed_by=None,
+        channel="C0DEPLOYS",
     )
 
 
@@ -174,6 +176,17 @@ async def test_twenty_concurrent_claims_have_exactly_one_winner(store: Store) ->
     assert len(winners) == 1
     winner = f"child-{winners[0]}"
     assert all(claim.run is not None and claim.run.resumed_by == winner for claim in claims)
+
+
+async def test_a_run_saved_before_runs_kept_their_channel_reads_with_none(
+    store: Store, store_url: str
+) -> None:
+    await store.save_run(make_run())
+    written = json.loads(encode_run(make_run(channel="C0DEPLOYS")))
+    assert written.pop("channel") == "C0DEPLOYS"
+    await overwrite_raw(store, store_url, "runs", "run-1", json.dumps(written))
+    loaded = await store.load_run("run-1")
+    assert loaded == make_run() and loaded.channel is None
 
 
 async def test_a_corrupt_run_raises_an_error_naming_its_key(store: Store, store_url: str) -> None:
