@@ -142,6 +142,11 @@ async def test_with_no_place_to_ask_the_question_is_refused(ops: Ops, store: Sto
     assert [c["phase"] for c in ops.calls("pick")] == ["asking"]  # never answered
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known bug, open in issue 22: once in a CI run under load only one of the two "
+    "questions arrived (one refusal logged) and the other call hung for 30 s",
+)
 async def test_with_two_calls_open_a_question_is_refused_not_guessed(
     ops: Ops, store: Store
 ) -> None:
