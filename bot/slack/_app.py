@@ -39,12 +39,14 @@ from state import InteractionRecord, Store, StoreError
 from state._records import ThreadStop
 
 from .. import Agent, UsageError, _metrics
+from ._admission import CheckedSocketModeHandler
 from ._answers import Answers
 from ._bounded import within
 from ._chat import Chat
 from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
 from ._dispatch import NOT_RECORDED, Dispatch, mention_of
+from ._edge_models import PersonEvent, home_opened, person_event, session_stopped
 from ._expiry import Sweeper
 from ._home import Home
 from ._liveness import Liveness
@@ -53,14 +55,7 @@ from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_grou
 from ._settings import Settings
 from ._stops import StopCheck, StopDecision
 from ._tasks import Background
-from ._verify import (
-    CheckedSocketModeHandler,
-    PersonEvent,
-    SlackGate,
-    home_opened,
-    person_event,
-    session_stopped,
-)
+from ._verify import SlackGate
 from ._visibility import Visibility
 from ._worker import Worker
 
