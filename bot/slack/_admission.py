@@ -41,13 +41,7 @@ from ._edge_models import (
     misfit_reason,
 )
 
-__all__ = [
-    "BlockActions",
-    "CheckedSocketModeHandler",
-    "Refused",
-    "ViewSubmission",
-    "check_payload",
-]
+__all__ = ["CheckedSocketModeHandler", "Refused", "check_payload"]
 
 log = logging.getLogger("handback.slack")
 

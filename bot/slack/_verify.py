@@ -22,9 +22,11 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 
-# The edge as a whole, under the names its readers have long known it by: its models, its
-# body reader and its admission check.
-from ._admission import BlockActions, Refused, ViewSubmission, check_payload
+# The edge as a whole, under the names its readers have long known it by: the models it checks
+# a click and a form with, its body reader and its admission check.
+from blocks._slack_models import BlockActions, ViewSubmission
+
+from ._admission import Refused, check_payload
 from ._body import Misfit, is_ssl_check, parse_body
 
 __all__ = [
