@@ -1,5 +1,5 @@
 """The pydantic models of the Slack payloads that carry a click or a form, one per payload: the
-edge (`bot/slack/_verify.py`) checks a verified body against them before it acks, and
+edge (`bot/slack/_admission.py`) checks a verified body against them before it acks, and
 `_payloads` reads the same models into `CardAction` and `ModalSubmission`.
 
 They type every field Bolt or handback reads (a wrong type anywhere Bolt looks would make it

@@ -1,8 +1,9 @@
 """`SlackBot`: the Bolt app that runs an agent for Slack mentions and DMs, and resumes it on clicks.
 
-Every listener writes what Slack sent to the store's inbox and only then acks, so nothing Slack
-got a 200 for can be lost; the inbox worker (`_worker.Worker`, in this process or another) does
-the work. `drain()` runs the inbox until idle, which is how tests avoid sleeping.
+This module wires the parts together and runs their lifecycle and serving: the listeners
+(`_listeners.py`) record what Slack sent in the store's inbox before they ack (`_record.py`),
+and the inbox worker (`_worker.Worker`, in this process or another) does the work. `drain()`
+runs the inbox until idle, which is how tests avoid sleeping.
 """
 
 from __future__ import annotations
@@ -10,19 +11,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
-from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -31,36 +29,25 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 from slack_sdk.web.async_client import AsyncWebClient
 
-import blocks
-from blocks import InvalidAnswer
-from state import InteractionRecord, Store, StoreError
-
-# Coordination records of the Slack app, kept out of `state.__all__` (not for users).
-from state._records import ThreadStop
+from state import InteractionRecord, Store
 
 from .. import Agent, UsageError, _metrics
+from ._admission import CheckedSocketModeHandler
 from ._answers import Answers
-from ._bounded import within
 from ._chat import Chat
-from ._commands import audit_refusal, read_command, read_form_submission
 from ._conversation import Conversations
-from ._dispatch import NOT_RECORDED, Dispatch, mention_of
+from ._dispatch import Dispatch
 from ._expiry import Sweeper
 from ._home import Home
+from ._listeners import Listeners
 from ._liveness import Liveness
 from ._nudges import Nudges
 from ._policy import AnswerPolicy, GroupMembers, fresh_group_members, slack_group_members
+from ._record import Recorder
 from ._settings import Settings
-from ._stops import StopCheck, StopDecision
+from ._stops import StopCheck
 from ._tasks import Background
-from ._verify import (
-    CheckedSocketModeHandler,
-    PersonEvent,
-    SlackGate,
-    home_opened,
-    person_event,
-    session_stopped,
-)
+from ._verify import SlackGate
 from ._visibility import Visibility
 from ._worker import Worker
 
@@ -69,26 +56,10 @@ __all__ = ["Role", "SlackBot", "make_client"]
 Role = Literal["all", "web", "worker"]
 """`web` verifies, records and acks; `worker` works the inbox; `all` (the default) does both."""
 
-log = logging.getLogger("handback.slack")
-
-_PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
-"""Message subtypes that are still a person talking; every other subtype (edits, deletions,
-joins, bot messages) is not a prompt."""
-
-
 _BOLT_LOG = logging.getLogger("handback.bolt")
-
-_ANY_COMMAND = re.compile(r"^/")
-"""Every slash command reaches the listener, which refuses the ones no tool has."""
-
-_OPEN_WAIT = 1.5
-"""Seconds the ack of a command may wait for its form to open: Slack gives up after 3."""
 
 _SERVER_ERROR_PAUSE = 0.3
 """Seconds before retrying a Web API call Slack answered with 500 or 503."""
-
-_RECORD_WAIT = 2.0
-"""Seconds the ack may wait for the inbox write: Slack gives up on a response after 3."""
 
 
 def _drop_token_warning(record: logging.LogRecord) -> bool:
@@ -242,7 +213,21 @@ class SlackBot:
             process_before_response=True,
             logger=_BOLT_LOG,
         )
-        self._register()
+        self.recorder = Recorder(
+            inbox=store, kick=self.worker.kick if not loops and role != "web" else None
+        )
+        Listeners(
+            agent=agent,
+            store=store,
+            chat=self.chat,
+            recorder=self.recorder,
+            answers=self.answers,
+            dispatch=self.dispatch,
+            stops=self.stops,
+            home=self.home,
+            tasks=self.tasks,
+            clock=clock,
+        ).register(self.app)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -369,284 +354,3 @@ class SlackBot:
                 task.cancel()
             await asyncio.gather(connecting, stopping, return_exceptions=True)
             await handler.close_async()  # type: ignore[no-untyped-call]
-
-    # --------------------------------------------------------------- listeners
-
-    def _register(self) -> None:
-        app = self.app
-        # Bolt tries the listeners in the order they were added, building each one's arguments
-        # as it goes (about 20 µs each): clicks, whose ack a person waits for, come first.
-
-        @app.action(blocks.ACTION_PATTERN)
-        async def on_action(ack: AsyncAck, body: dict[str, Any]) -> None:
-            await self._take_action(ack, body)
-
-        @app.view(blocks.CALLBACK_PATTERN)
-        async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
-            await self._take_view(ack, body)
-
-        @app.command(_ANY_COMMAND)
-        async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
-            await self._take_command(ack, body)
-
-        @app.event("app_mention")
-        async def on_mention(
-            body: dict[str, Any], context: AsyncBoltContext
-        ) -> BoltResponse | None:
-            return await self._take_event(body, context, mention=True)
-
-        @app.event("message")
-        async def on_message(
-            body: dict[str, Any], context: AsyncBoltContext
-        ) -> BoltResponse | None:
-            return await self._take_event(body, context, mention=False)
-
-        @app.event("agent_session_stopped")
-        async def on_stopped(body: dict[str, Any]) -> BoltResponse | None:
-            return await self._take_stop(body)
-
-        @app.event("app_home_opened")
-        async def on_home_opened(body: dict[str, Any]) -> None:
-            self._take_home_opened(body)
-
-    # ------------------------------------------------------- the web side: record, then ack
-
-    async def _record(
-        self,
-        kind: str,
-        item: dict[str, Any],
-        *,
-        dedupe: str | None = None,
-        about: str | None = None,
-    ) -> bool:
-        """Write work to the inbox within Slack's deadline; False when it could not be written.
-
-        A repeat of an event already recorded counts as written: Slack gets its 200 and stops.
-        A click names the interaction it is `about`, which the store reads with the write, so
-        the worker checks it without a read of its own.
-        """
-        started = time.perf_counter()
-        try:
-            item_id = await within(
-                _RECORD_WAIT,
-                self.store.enqueue(
-                    kind,
-                    {"id": uuid.uuid4().hex, **item},
-                    dedupe=dedupe,
-                    about=about,
-                ),
-            )
-        except (StoreError, TimeoutError) as error:
-            log.warning("could not record a %s in the inbox: %s", kind, str(error) or "timed out")
-            _metrics.STORE_ERRORS.labels(where="record").inc()
-            _metrics.RECORDED.labels(kind=kind, outcome="not_recorded").inc()
-            return False
-        finally:
-            _metrics.RECORD_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
-        _metrics.RECORDED.labels(kind=kind, outcome="recorded" if item_id else "repeated").inc()
-        if item_id is None:
-            # Slack redelivers an event it thinks timed out; Bolt does not de-duplicate.
-            log.info("ignoring a repeated delivery of %s", dedupe)
-            return True
-        if not self._loops and self.role != "web":
-            self.worker.kick()
-        return True
-
-    async def _take_event(
-        self, body: dict[str, Any], context: AsyncBoltContext, *, mention: bool
-    ) -> BoltResponse | None:
-        # The payload fits (the edge checked it, over HTTP or Socket Mode); this types it.
-        event = person_event(body)
-        bot_user_id = context.get("bot_user_id")
-        if event is None or _not_a_prompt(event, bot_user_id, mention=mention):
-            return None
-        item = {"payload": body, "bot_user_id": bot_user_id, "mention": mention}
-        event_id = body.get("event_id")
-        if not await self._record("event", item, dedupe=str(event_id) if event_id else None):
-            # Not a 2xx, so Slack delivers the event again later instead of it being lost.
-            return BoltResponse(status=503, body="not recorded; please retry")
-        return None
-
-    async def _take_stop(self, body: dict[str, Any]) -> BoltResponse | None:
-        """The stop button: checked first (its sender's workspace, and that they started the
-        turn or may answer what it waits on), so a stop that is not theirs writes nothing; then
-        the paused run the thread waits on is claimed for the stop (no answer, grant or
-        recovery resumes it after this) and the stop mark goes in the store (the process
-        running the turn, whichever it is, looks for it while the turn runs); the rest of the
-        stop (cards, the session's status, the audit entry) is recorded as work like any event."""
-        stopped = session_stopped(body)
-        if stopped is None:
-            return None
-        event_id = str(body.get("event_id") or "")
-        team = body.get("team_id")
-        mark = ThreadStop(user=stopped.user, at=self.clock(), event_id=event_id)
-        try:
-
-            async def decide_and_mark() -> StopDecision:
-                decision = await self.stops.decide(
-                    stopped, team=team if isinstance(team, str) else None
-                )
-                if decision.refusal is None:
-                    await self.store.stop_thread(stopped.channel, stopped.thread_ts, mark)
-                else:
-                    await self.stops.refused(stopped, decision)
-                return decision
-
-            decision = await within(_RECORD_WAIT, decide_and_mark())
-        except (StoreError, TimeoutError) as error:
-            log.warning("could not record a stop: %s", str(error) or "timed out")
-            return BoltResponse(status=503, body="not recorded; please retry")
-        self.tasks.spawn(self.stops.tell(stopped, decision), name="stop-told")
-        if decision.refusal is not None:
-            return None  # Acked, so Slack does not send it again.
-        item = {
-            "channel": stopped.channel,
-            "thread_ts": stopped.thread_ts,
-            "user": stopped.user,
-            "run_id": decision.run_id if decision.claimed else None,
-        }
-        if not await self._record("stop", item, dedupe=event_id or None):
-            return BoltResponse(status=503, body="not recorded; please retry")
-        return None
-
-    def _take_home_opened(self, body: dict[str, Any]) -> None:
-        """Someone opened the Home tab: their view is published after the ack, from this
-        process and not through the inbox. A lost view loses no work (the requests wait in the
-        store and on their cards) and the next visit draws it again."""
-        opened = home_opened(body)
-        if opened is None or opened.tab != "home":
-            return
-        self.tasks.spawn(self.home.opened(opened.user), name="home-opened")
-
-    async def _take_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        about: str | None = None
-        try:
-            action = blocks.parse_block_action(body)
-        except InvalidAnswer:
-            intent = None  # Recorded all the same: the worker refuses it, with an audit entry.
-        else:
-            intent = action.intent
-            if action.action != blocks.ACTION_REVOKE:  # a revoke names a grant
-                about = action.interaction_id
-        if intent == "selection":
-            await ack()  # Ticking options only changes the card's state; Submit reads it.
-            return
-        if intent == "open_modal":
-            # The trigger to open a modal lives 3 seconds, so this process opens it; nothing is
-            # answered or lost if it fails, and the person is told.
-            await ack()
-            self.tasks.spawn(self.dispatch.on_click(body, None), name="open-modal")
-            return
-        recorded = await self._record("action", {"payload": body}, about=about)
-        await ack()
-        if not recorded:
-            self.tasks.spawn(self.dispatch.not_recorded(body), name="not-recorded")
-
-    async def _take_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Parsing is pure and quick. Text that does not make valid arguments opens the tool's
-        # form, from here (the trigger lives 3 seconds; this is the one Slack call before the
-        # ack, bounded); an unknown command, or a form Slack did not open, is answered in the
-        # ack itself (ephemeral, with the usage). A command that can run is recorded first,
-        # like a click.
-        check = read_command(self.agent, body)
-        if check.refusal is not None:
-            if check.form is not None and await self._open_form(body["trigger_id"], check.form):
-                await ack()
-                return
-            await ack(text=check.refusal)
-            refusal = audit_refusal(
-                self.store,
-                user=str(body.get("user_id") or ""),
-                detail=check.audited,
-                at=self.clock(),
-            )
-            self.tasks.spawn(refusal, name="audit-command")
-            return
-        # One run per invocation: Slack gives each its own trigger_id.
-        dedupe = f"command:{body['trigger_id']}"
-        recorded = await self._record("command", {"payload": body}, dedupe=dedupe)
-        if recorded:
-            await ack()
-        else:
-            await ack(text=NOT_RECORDED)
-
-    async def _open_form(self, trigger_id: str, view: dict[str, Any]) -> bool:
-        try:
-            return await asyncio.wait_for(self.chat.open_view(trigger_id, view), _OPEN_WAIT)
-        except TimeoutError:
-            log.warning("slack views_open took too long; answering with the usage")
-            return False
-
-    async def _take_command_form(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Checked before the ack without a store read (the form says where it came from), so
-        # errors show inline; a valid one is recorded as the command's work, once per view.
-        check = read_form_submission(self.agent, body, team=await self.chat.team_id())
-        if check.item is not None:
-            if await self._record("command", check.item, dedupe=check.dedupe):
-                await ack()
-            elif check.retry_block is not None:
-                await ack(response_action="errors", errors={check.retry_block: NOT_RECORDED})
-            else:
-                await ack()
-            return
-        if check.refusal is not None:
-            log.info("command form refused: %s", check.refusal)
-            user = body.get("user")
-            refusal = audit_refusal(
-                self.store,
-                user=str(user.get("id") or "") if isinstance(user, dict) else "",
-                detail=f"form: {check.refusal}",
-                at=self.clock(),
-            )
-            self.tasks.spawn(refusal, name="audit-command-form")
-        if check.errors:
-            await ack(response_action="errors", errors=check.errors)
-        else:
-            await ack()
-
-    async def _take_view(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        if body["view"]["callback_id"] == blocks.CALLBACK_COMMAND_MODAL:
-            await self._take_command_form(ack, body)
-            return
-        # Checked before the ack so that errors can show inline in the modal; bounded, since
-        # Slack waits 3 seconds at most.
-        try:
-            check = await within(_RECORD_WAIT, self.answers.check_submission(body))
-        except (StoreError, TimeoutError) as error:
-            log.warning("could not check a modal submission: %s", str(error) or "timed out")
-            check = self.answers.not_recorded(body, NOT_RECORDED)
-        if check.record is not None:
-            record = check.record
-            item = {
-                "interaction_id": record.interaction_id,
-                "user": str(body["user"]["id"]),
-                "answer": check.answer,
-                "teams": list(check.teams),
-            }
-            if not await self._record("view", item):
-                check = self.answers.not_recorded(body, NOT_RECORDED)
-        if check.errors:
-            await ack(response_action="errors", errors=check.errors)
-            return
-        await ack()
-        if check.notice:
-            log.info("modal submission refused: %s", check.notice)
-
-
-def _not_a_prompt(event: PersonEvent, bot_user_id: str | None, *, mention: bool) -> bool:
-    """True for events that must not start or continue a run."""
-    if event.bot_id or event.bot_profile:
-        return True
-    if not event.user or event.user == bot_user_id:
-        return True
-    if event.subtype and event.subtype not in _PERSON_SUBTYPES:
-        return True
-    if not event.channel or not event.ts:
-        return True
-    # A channel message that mentions the bot also arrives as `app_mention`; take that one.
-    return bool(
-        not mention
-        and event.channel_type != "im"
-        and bot_user_id
-        and mention_of(bot_user_id).search(event.text or "")
-    )

@@ -18,7 +18,8 @@ from state._protocol import CardWork
 
 from .._run import StoppedCall
 from ..events import InteractionEvent
-from ._chat import Chat, is_dm
+from ._agent_surface import is_dm
+from ._chat import Chat
 from ._grants import Grants, used_grant
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import mention

@@ -1,44 +1,38 @@
-"""The Web API calls the app makes, each one logged instead of raised when Slack says no.
+"""The message calls the app makes (post, update, react, views, conversations), each one
+logged instead of raised when Slack says no.
 
 A failed `chat.update` or reaction must not abort a resume that already happened, so every call
 here returns what it could do and logs what it could not. The agent calls (session status,
-streams) also decide the process's surface: with `HANDBACK_SLACK_UI=auto`, the first refusal that
-says the app is not an agent turns this process to classic messages, with one log line.
+streams) are `Chat.agent_surface` (`_agent_surface.py`); answers through a payload's
+`response_url` go through `_response_url.py`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
-from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
-from yarl import URL
 
 import blocks
 
 from .. import _metrics
 
+# `NOT_AN_AGENT` too, under the name tests know it by.
+from ._agent_surface import NOT_AN_AGENT, AgentSurface
+from ._response_url import post_response
+
 __all__ = [
     "MAX_UPDATE_TEXT",
     "NOT_AN_AGENT",
-    "STREAM_OVER",
     "Chat",
     "Posted",
-    "SessionStatus",
-    "StreamResult",
     "escape",
     "fit_text",
-    "is_dm",
 ]
-
-SessionStatus = Literal["processing", "active", "suspended", "closed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,20 +43,6 @@ class Posted:
     kind: Literal["posted", "refused"]
     value: str
 
-
-StreamResult = Literal["ok", "not_streaming", "failed"]
-"""What a stream call did: done, refused because the stream was stopped already (by a stop
-button: `stopped_by_user`; or by an earlier attempt: `message_not_in_streaming_state`), or
-failed otherwise."""
-
-STREAM_OVER = frozenset({"stopped_by_user", "message_not_in_streaming_state"})
-"""What Slack answers a stream call once the stream has ended: nothing more is to be shown
-(docs.slack.dev/reference/methods/chat.appendStream: `stopped_by_user`, "The streaming message
-was stopped by the user and no further appends are accepted")."""
-
-NOT_AN_AGENT = frozenset({"not_authorized", "missing_scope", "unknown_method"})
-"""What Slack answers an app not declared as an agent (no `features.agent_view`, no
-`assistant:write`) for the agent methods."""
 
 log = logging.getLogger("handback.slack")
 
@@ -94,21 +74,10 @@ class Chat:
         self, client: AsyncWebClient, *, ui: Literal["auto", "agent", "classic"] = "auto"
     ) -> None:
         self.client = client
-        self.ui = ui
-        self.agent_view = ui != "classic"
-        """Whether turns show as agent sessions; `auto` turns it off at Slack's first refusal."""
         self._team_id: str | None = None
         self._url: str | None = None
-        self.clock: Callable[[], float] = time.monotonic
-        self._streams_paused_until = 0.0
-        # Stream starts are not retried on a 429: a turn would wait out Slack's Retry-After (up
-        # to a minute) before showing anything; it posts a plain message instead.
-        self._stream_client = AsyncWebClient(
-            token=client.token,
-            base_url=client.base_url,
-            timeout=client.timeout,
-            retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2)],
-        )
+        self.agent_surface = AgentSurface(client, ui=ui, team_id=self.team_id)
+        """The agent calls, and whether this process shows turns as agent sessions."""
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
         data = await self._call_or_code(method, **kwargs)
@@ -212,11 +181,8 @@ class Chat:
         works where the bot cannot post (a channel it is not in). Only to Slack's hosts (or the
         Web API host the bot is configured with, such as LocalSlack): the URL came in a payload,
         and the bot sends nothing elsewhere."""
-        if not _slack_url(response_url, str(self.client.base_url)):
-            log.warning("refused to answer through a response_url not at Slack")
-            return False
         body = {"response_type": "ephemeral", "replace_original": False, "text": fit_text(text)}
-        return await self._respond(response_url, body)
+        return await post_response(response_url, body, api_url=str(self.client.base_url))
 
     async def replace_clicked(
         self, response_url: str, text: str, *, blocks: list[dict[str, Any]]
@@ -224,25 +190,8 @@ class Chat:
         """Replace the message a click came from through the click's `response_url`
         (`replace_original`): the only way to change an ephemeral message, which `chat.update`
         cannot find. Only to Slack's hosts, as `respond`."""
-        if not _slack_url(response_url, str(self.client.base_url)):
-            log.warning("refused to answer through a response_url not at Slack")
-            return False
         body = {"replace_original": True, "text": fit_text(text), "blocks": blocks}
-        return await self._respond(response_url, body)
-
-    async def _respond(self, response_url: str, body: dict[str, Any]) -> bool:
-        try:
-            timeout = aiohttp.ClientTimeout(total=_RESPOND_SECONDS)
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.post(response_url, json=body) as response,
-            ):
-                if response.status == 200:
-                    return True
-                log.warning("slack response_url answered %s", response.status)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning("slack response_url failed: %r", error)
-        return False
+        return await post_response(response_url, body, api_url=str(self.client.base_url))
 
     async def update(
         self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None
@@ -300,58 +249,6 @@ class Chat:
                 self._team_id = str(data["team_id"])
         return self._url
 
-    # ------------------------------------------------------------ the agent surface
-
-    async def _agent_call(
-        self, method: str, *, client: AsyncWebClient | None = None, **kwargs: Any
-    ) -> dict[str, Any] | str:
-        """The call's data, or Slack's error code (`"failed"` when there is none)."""
-        try:
-            response = await getattr(client or self.client, method)(**kwargs)
-        except SlackApiError as error:
-            code = str(error.response.get("error") or "failed")
-            if error.response.status_code == 429 and method == "chat_startStream":
-                self._pause_streams(error.response.headers.get("Retry-After"))
-            elif code in NOT_AN_AGENT:
-                self._not_an_agent(method, code)
-            elif code in STREAM_OVER:
-                log.info("slack %s: the stream has ended (%s)", method, code)
-            else:
-                log.warning("slack %s failed: %s", method, code)
-            return code
-        except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning("slack %s failed: %r", method, error)
-            return "failed"
-        return dict(response.data) if isinstance(response.data, dict) else {}
-
-    def _pause_streams(self, retry_after: Any) -> None:
-        """`chat.startStream` is rate-limited (a low tier): until Slack's `Retry-After` has
-        passed, turns answer with plain messages instead of waiting for a stream."""
-        try:
-            seconds = max(1.0, float(retry_after))
-        except (TypeError, ValueError):
-            seconds = 60.0
-        if self.clock() >= self._streams_paused_until:
-            log.warning(
-                "Slack rate-limited chat.startStream: answers are plain messages for %.0f s",
-                seconds,
-            )
-        self._streams_paused_until = self.clock() + seconds
-
-    def _not_an_agent(self, method: str, code: str) -> None:
-        if self.ui == "auto":
-            if self.agent_view:
-                self.agent_view = False
-                log.warning(
-                    "Slack refused %s (%s): this app is not set up as an agent (see "
-                    "manifest.yml, features.agent_view and assistant:write); using classic "
-                    "messages from now on",
-                    method,
-                    code,
-                )
-            return
-        log.warning("slack %s failed: %s (HANDBACK_SLACK_UI=agent)", method, code)
-
     async def team_id(self) -> str | None:
         """The workspace's id (`auth.test`, asked once): streams outside DMs name the
         recipient's team, and a person who asks is in the app's workspace."""
@@ -360,75 +257,6 @@ class Chat:
             if data and data.get("team_id"):
                 self._team_id = str(data["team_id"])
         return self._team_id
-
-    async def set_status(
-        self,
-        channel: str,
-        thread_ts: str,
-        status: SessionStatus,
-        *,
-        title: str | None = None,
-        initiator: str | None = None,
-    ) -> bool:
-        """Set the thread's agent session status (creating the session); False when Slack
-        refused or this process shows classic messages."""
-        if not self.agent_view:
-            return False
-        data = await self._agent_call(
-            "agents_sessions_setStatus",
-            channel_id=channel,
-            thread_ts=thread_ts,
-            status=status,
-            title=title,
-            initiator_user_id=initiator,
-        )
-        return isinstance(data, dict)
-
-    async def start_stream(
-        self,
-        channel: str,
-        thread_ts: str,
-        chunks: Sequence[Chunk],
-        *,
-        recipient: str | None,
-    ) -> str | None:
-        """Start a streamed reply in the thread; its ts, or None (the turn then answers with a
-        plain message: also while Slack rate-limits the stream starts)."""
-        if not self.agent_view or self.clock() < self._streams_paused_until:
-            return None
-        kwargs: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
-        if not is_dm(channel) and recipient:
-            kwargs["recipient_user_id"] = recipient
-            kwargs["recipient_team_id"] = await self.team_id()
-        data = await self._agent_call(
-            "chat_startStream",
-            client=self._stream_client,
-            chunks=list(chunks),
-            task_display_mode="timeline",
-            **kwargs,
-        )
-        return str(data["ts"]) if isinstance(data, dict) and data.get("ts") else None
-
-    async def append_stream(self, channel: str, ts: str, chunks: Sequence[Chunk]) -> StreamResult:
-        data = await self._agent_call(
-            "chat_appendStream", channel=channel, ts=ts, chunks=list(chunks)
-        )
-        return _stream_result(data)
-
-    async def stop_stream(
-        self,
-        channel: str,
-        ts: str,
-        chunks: Sequence[Chunk] = (),
-        *,
-        session_status: SessionStatus | None = None,
-    ) -> StreamResult:
-        kwargs: dict[str, Any] = {"channel": channel, "ts": ts}
-        if chunks:
-            kwargs["chunks"] = list(chunks)
-        if session_status is not None:
-            kwargs["session_status"] = session_status
-        return _stream_result(await self._agent_call("chat_stopStream", **kwargs))
 
     async def delete(self, channel: str, ts: str) -> bool:
         return await self._call("chat_delete", channel=channel, ts=ts) is not None
@@ -459,33 +287,3 @@ class Chat:
                 return frozenset(members)
         log.warning("not reading the members of %s: more than %d pages", channel, _MEMBER_PAGES)
         return None
-
-
-def _stream_result(data: dict[str, Any] | str) -> StreamResult:
-    if isinstance(data, dict):
-        return "ok"
-    return "not_streaming" if data in STREAM_OVER else "failed"
-
-
-_RESPOND_SECONDS = 10.0
-_SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
-
-
-def _slack_url(url: str, api_url: str) -> bool:
-    """Whether `url` is at Slack: https on one of its hooks hosts, or on the configured Web API's
-    own scheme, host and port."""
-    try:
-        found, api = URL(url), URL(api_url)
-    except (ValueError, TypeError):
-        return False
-    if found.scheme == "https" and found.host in _SLACK_HOSTS and found.user is None:
-        return found.explicit_port is None
-    return (found.scheme, found.host, found.port) == (api.scheme, api.host, api.port) and (
-        found.user is None and found.host is not None
-    )
-
-
-def is_dm(channel: str) -> bool:
-    """Whether `channel` is a direct-message conversation (Slack's ids start with D; channels'
-    with C, private ones' with G)."""
-    return channel.startswith("D")

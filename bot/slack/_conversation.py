@@ -73,7 +73,7 @@ class Conversations:
     def _session(self, thread: Thread, *, run_id: str | None) -> AgentTurn | None:
         """The turn's agent session, not begun; None when this process shows classic messages
         (by setting, or since Slack said the app is not an agent)."""
-        if not self.chat.agent_view:
+        if not self.chat.agent_surface.enabled:
             return None
         return AgentTurn(
             chat=self.chat,
@@ -118,7 +118,7 @@ class Conversations:
                 self.turns.let_go(hold)
             raise
         # A refusal turned this process classic; any other failure still streams.
-        return (turn if self.chat.agent_view else None), hold
+        return (turn if self.chat.agent_surface.enabled else None), hold
 
     async def start(
         self,
@@ -388,7 +388,7 @@ class Conversations:
                 # Cancel claims it now, unguarded, as the one resume a stopped turn allows.
                 await self.store.claim_run(run_id, child_id=stop_child_id(run_id))
             if not ending:
-                await self.chat.set_status(thread.channel, thread.thread_ts, "active")
+                await self.chat.agent_surface.set_status(thread.channel, thread.thread_ts, "active")
         if run_id is not None and ending:
             await self.resume(
                 run_id=run_id,

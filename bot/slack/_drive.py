@@ -233,7 +233,7 @@ class Driver:
     async def _begin_resumed(self, thread: Thread, turn: AgentTurn) -> None:
         """`processing` for a resume whose run has claimed the paused one; when that first
         agent call finds the app is not an agent, the classic reaction instead."""
-        if not await turn.begin() and not self.chat.agent_view and turn.working_ts:
+        if not await turn.begin() and not self.chat.agent_surface.enabled and turn.working_ts:
             turn.reacted = await self.chat.react(thread.channel, turn.working_ts, WORKING_REACTION)
 
     async def _finish(self, thread: Thread, turn: AgentTurn) -> None:

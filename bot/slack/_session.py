@@ -21,7 +21,8 @@ from state import ConversationStore, StoreError, is_approval
 from state._records import ThreadStop
 
 from ..events import InteractionEvent, ToolEvent
-from ._chat import Chat, SessionStatus, escape
+from ._agent_surface import SessionStatus
+from ._chat import Chat, escape
 
 __all__ = ["FLUSH_CHARS", "FLUSH_SECONDS", "AgentTurn", "mention", "session_title"]
 
@@ -108,7 +109,7 @@ class AgentTurn:
     async def begin(self, *, title: str | None = None, initiator: str | None = None) -> bool:
         """`processing`; False when Slack refused (the process then shows classic messages)."""
         self.begun = True
-        return await self.chat.set_status(
+        return await self.chat.agent_surface.set_status(
             self.channel, self.thread_ts, "processing", title=title, initiator=initiator
         )
 
@@ -125,7 +126,7 @@ class AgentTurn:
             return
         if earlier is None:
             return
-        stopped = await self.chat.stop_stream(self.channel, earlier)
+        stopped = await self.chat.agent_surface.stop_stream(self.channel, earlier)
         if stopped == "ok":
             await self.chat.delete(self.channel, earlier)
         elif stopped == "not_streaming":
@@ -195,7 +196,7 @@ class AgentTurn:
         if self.ts is None:
             await self._start(chunks)
             return
-        appended = await self.chat.append_stream(self.channel, self.ts, chunks)
+        appended = await self.chat.agent_surface.append_stream(self.channel, self.ts, chunks)
         if appended == "not_streaming":
             # Stopped (the stop button): what it showed stays, nothing is shown again.
             self.quiet = True
@@ -203,7 +204,7 @@ class AgentTurn:
             self.broken = True
 
     async def _start(self, chunks: list[Chunk]) -> None:
-        self.ts = await self.chat.start_stream(
+        self.ts = await self.chat.agent_surface.start_stream(
             self.channel, self.thread_ts, chunks, recipient=self.recipient
         )
         if self.ts is None:
@@ -222,19 +223,19 @@ class AgentTurn:
         """Stop the stream with the session's next status; False when the reply never reached
         Slack as a stream (`shown` is then for the caller to post)."""
         if self.quiet or (self.ts is None and not self._pending):
-            await self.chat.set_status(self.channel, self.thread_ts, status)
+            await self.chat.agent_surface.set_status(self.channel, self.thread_ts, status)
             return True
         if self.ts is None and not self.broken:
             await self._start(self._take())
         if self.ts is None or self.broken:
-            await self.chat.set_status(self.channel, self.thread_ts, status)
+            await self.chat.agent_surface.set_status(self.channel, self.thread_ts, status)
             return False
-        stopped = await self.chat.stop_stream(
+        stopped = await self.chat.agent_surface.stop_stream(
             self.channel, self.ts, self._take(), session_status=status
         )
         if stopped != "ok":
             # Stopped by someone else (the stop button stops streams): the status is ours.
-            await self.chat.set_status(self.channel, self.thread_ts, status)
+            await self.chat.agent_surface.set_status(self.channel, self.thread_ts, status)
         return stopped != "failed"
 
     async def withdraw(self, status: SessionStatus) -> bool:
@@ -245,13 +246,15 @@ class AgentTurn:
             return False
         self._take()
         if self.ts is None:
-            await self.chat.set_status(self.channel, self.thread_ts, status)
+            await self.chat.agent_surface.set_status(self.channel, self.thread_ts, status)
             return True
-        stopped = await self.chat.stop_stream(self.channel, self.ts, session_status=status)
+        stopped = await self.chat.agent_surface.stop_stream(
+            self.channel, self.ts, session_status=status
+        )
         if stopped == "failed":
             return False
         if stopped != "ok":  # stopped by someone else: the status is ours to set
-            await self.chat.set_status(self.channel, self.thread_ts, status)
+            await self.chat.agent_surface.set_status(self.channel, self.thread_ts, status)
         await self.chat.delete(self.channel, self.ts)
         self.ts = None
         return True

@@ -13,9 +13,9 @@ from state import AuditEntry, InteractionRecord, StopGuard, ThreadStop, is_appro
 from state._protocol import StopWork
 
 from ._chat import Chat, escape
+from ._edge_models import SessionStopped
 from ._policy import AnswerPolicy, GroupMembers
 from ._session import mention
-from ._verify import SessionStopped
 from ._worker import derived_run_id
 
 __all__ = ["StopCheck", "StopDecision", "stop_child_id", "stop_guard", "stopped_notice"]

@@ -19,7 +19,8 @@ from typing import Final, Literal, TypeVar
 
 from state import InteractionRecord
 
-from ._chat import Chat, is_dm
+from ._agent_surface import is_dm
+from ._chat import Chat
 
 __all__ = ["ConversationKind", "Visibility", "kind_of"]
 
