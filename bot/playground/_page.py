@@ -1,23 +1,22 @@
 """The playground page: static files, a small JSON API over the local workspace, and live updates.
 
 The page never talks to the bot: it asks the workspace (LocalSlack) to do what a person in Slack
-would do, and LocalSlack sends the bot the signed events and interactivity payloads.
+would do (`_page_actions`, with the bodies of `_page_bodies`), and LocalSlack sends the bot the
+signed events and interactivity payloads. Live updates are `_page_feed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._slack import BotResponse, Change
+from ._page_actions import PageActions
+from ._page_feed import stream_changes
 from ._workspace import Person, PlaygroundSlack
 
 __all__ = ["PageConfig", "PageServer"]
@@ -27,9 +26,6 @@ _STATIC = {
     "playground.js": "text/javascript",
     "playground.css": "text/css",
 }
-_QUIET_CHANGES = frozenset({"call", "rate_limited"})
-"""Changes the page cannot see; every Web API call is one, so they would only cost refreshes."""
-_HEARTBEAT_SECONDS = 15.0
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -44,97 +40,6 @@ class PageConfig:
     """The channel the page opens on."""
     examples: Sequence[str] = ()
     """Messages to try, listed in the sidebar."""
-
-
-class _Edge(BaseModel):
-    # The page is a client like any other: its bodies are validated, unknown keys ignored.
-    model_config = ConfigDict(extra="ignore")
-
-
-class _PostMessage(_Edge):
-    user: str
-    channel: str
-    text: str = Field(min_length=1, max_length=40_000)
-    thread_ts: str | None = None
-
-
-class _Option(_Edge):
-    value: str | None = None
-    text: dict[str, Any] | None = None
-
-    def pick(self) -> str:
-        """What LocalSlack finds the option by: its value, else its label."""
-        if self.value is not None:
-            return self.value
-        return str((self.text or {}).get("text", ""))
-
-
-class _Action(_Edge):
-    action_id: str
-    block_id: str | None = None
-    type: str
-    value: str | None = None
-    selected_option: _Option | None = None
-    selected_options: list[_Option] | None = None
-
-    def selected(self) -> str | list[str] | None:
-        """What the click picked, as `LocalSlack.click` takes it."""
-        if self.selected_options is not None:
-            return [o.pick() for o in self.selected_options]
-        if self.selected_option is not None:
-            return self.selected_option.pick()
-        return None
-
-
-class _PostAction(_Edge):
-    user: str
-    channel: str
-    message_ts: str
-    ephemeral: bool = False
-    action: _Action
-
-
-class _HomeOpen(_Edge):
-    user: str
-
-
-class _HomeAction(_Edge):
-    user: str
-    action: _Action
-
-
-class _InputState(_Edge):
-    """One input element's state as the page sends it, in Slack's `state.values` shape."""
-
-    value: str | None = None
-    selected_date: str | None = None
-    selected_option: _Option | None = None
-    selected_options: list[_Option] | None = None
-
-
-class _SubmitView(_Edge):
-    user: str
-    view_id: str
-    values: dict[str, dict[str, _InputState]] = Field(default_factory=dict)
-    """Slack's `state.values` shape: block_id -> action_id -> element state."""
-
-
-class _Stop(_Edge):
-    user: str
-    channel: str
-    thread_ts: str
-
-
-class _CloseView(_Edge):
-    user: str
-    view_id: str
-
-
-_M = TypeVar("_M", bound=_Edge)
-
-
-class _BadRequest(Exception):
-    pass
 
 
 class PageServer:
@@ -152,6 +57,7 @@ class PageServer:
         self.config = config
         self.host = host
         self.port = port
+        self._actions = PageActions(slack)
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
 
@@ -166,13 +72,13 @@ class PageServer:
         app.router.add_get("/favicon.ico", self._no_icon)
         app.router.add_get("/api/state", self._state)
         app.router.add_get("/api/events", self._events)
-        app.router.add_post("/api/messages", self._post_message)
-        app.router.add_post("/api/actions", self._post_action)
-        app.router.add_post("/api/views/submit", self._submit_view)
-        app.router.add_post("/api/views/close", self._close_view)
-        app.router.add_post("/api/stop", self._stop)
-        app.router.add_post("/api/home/open", self._open_home)
-        app.router.add_post("/api/home/actions", self._home_action)
+        app.router.add_post("/api/messages", self._actions.post_message)
+        app.router.add_post("/api/actions", self._actions.post_action)
+        app.router.add_post("/api/views/submit", self._actions.submit_view)
+        app.router.add_post("/api/views/close", self._actions.close_view)
+        app.router.add_post("/api/stop", self._actions.stop)
+        app.router.add_post("/api/home/open", self._actions.open_home)
+        app.router.add_post("/api/home/actions", self._actions.home_action)
         app.on_shutdown.append(self._on_shutdown)
         return app
 
@@ -273,214 +179,5 @@ class PageServer:
     async def _state(self, request: web.Request) -> web.Response:
         return web.json_response(self.state(request.query.get("user")))
 
-    # ------------------------------------------------------------ live updates
-
     async def _events(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
-        queue = self.slack.subscribe()
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            await response.write(b"retry: 1000\n\n")
-            while not self._closing.is_set():
-                getting = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait(
-                    {getting, closing},
-                    timeout=_HEARTBEAT_SECONDS,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if getting not in done:
-                    getting.cancel()
-                    if not done:
-                        await response.write(b": ping\n\n")
-                    continue
-                change: Change = getting.result()
-                if change.kind in _QUIET_CHANGES:
-                    continue
-                data = json.dumps({"seq": change.seq, "kind": change.kind})
-                await response.write(f"event: change\ndata: {data}\n\n".encode())
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            closing.cancel()
-            self.slack.unsubscribe(queue)
-        with contextlib.suppress(ConnectionResetError, ConnectionError):
-            await response.write_eof()
-        return response
-
-    # ---------------------------------------------------------------- actions
-
-    async def _post_message(self, request: web.Request) -> web.Response:
-        try:
-            body = await _read(request, _PostMessage)
-            self._check_user(body.user)
-            if body.channel not in self.slack.channels:
-                raise _BadRequest(f"no channel {body.channel!r}")
-            if body.thread_ts is None and body.text.startswith("/"):
-                # `/deploy api 2.3 prod` in the composer is a slash command, as in Slack.
-                command, _, rest = body.text.partition(" ")
-                answer = await self.slack.run_command(
-                    body.user, body.channel, command, rest.strip()
-                )
-                return web.json_response({"ok": True, "command": command, "status": answer.status})
-            # A new message in the channel addresses the bot, as the page's composer says; a
-            # thread reply is plain, as in Slack, so it can answer a pending free-text question.
-            message = await self.slack.post_user_message(
-                body.user,
-                body.channel,
-                body.text,
-                thread_ts=body.thread_ts,
-                mention=body.thread_ts is None,
-            )
-        except _BadRequest as error:
-            return _error(str(error))
-        return web.json_response({"ok": True, "ts": message.ts})
-
-    async def _stop(self, request: web.Request) -> web.Response:
-        """The stop button of a thread's agent session: Slack sends `agent_session_stopped`."""
-        try:
-            body = await _read(request, _Stop)
-            self._check_user(body.user)
-            if self.slack.message(body.channel, body.thread_ts) is None:
-                raise _BadRequest(f"no thread {body.thread_ts!r} in {body.channel!r}")
-        except _BadRequest as error:
-            return _error(str(error))
-        answer = await self.slack.press_stop(body.user, body.channel, body.thread_ts)
-        return _bot_answer(answer)
-
-    async def _post_action(self, request: web.Request) -> web.Response:
-        try:
-            body = await _read(request, _PostAction)
-            self._check_user(body.user)
-            # An ephemeral message is clicked as any (it is found among that person's own, as
-            # Slack lets only them see it); `body.ephemeral` only says which the page showed.
-            action = body.action
-            selected = action.selected()
-            try:
-                answer = await self.slack.click(
-                    body.user,
-                    body.message_ts,
-                    action.action_id,
-                    value=action.value,
-                    selected=selected,
-                    channel=body.channel,
-                )
-            except (KeyError, ValueError) as error:
-                raise _BadRequest(_reason(error)) from None
-        except _BadRequest as error:
-            return _error(str(error))
-        return _bot_answer(answer)
-
-    async def _open_home(self, request: web.Request) -> web.Response:
-        """The person opens the app's Home tab: Slack sends `app_home_opened`."""
-        try:
-            body = await _read(request, _HomeOpen)
-            self._check_user(body.user)
-        except _BadRequest as error:
-            return _error(str(error))
-        return _bot_answer(await self.slack.open_home(body.user))
-
-    async def _home_action(self, request: web.Request) -> web.Response:
-        """A click in the person's Home view, sent as Slack sends it (no channel)."""
-        try:
-            body = await _read(request, _HomeAction)
-            self._check_user(body.user)
-            action = body.action
-            selected = action.selected()
-            try:
-                answer = await self.slack.click_home(
-                    body.user,
-                    action.action_id,
-                    value=action.value,
-                    selected=selected,
-                    block_id=action.block_id,
-                )
-            except (KeyError, ValueError) as error:
-                raise _BadRequest(_reason(error)) from None
-        except _BadRequest as error:
-            return _error(str(error))
-        return _bot_answer(answer)
-
-    async def _submit_view(self, request: web.Request) -> web.Response:
-        try:
-            body = await _read(request, _SubmitView)
-            self._check_user(body.user)
-            values = {block_id: _typed(states) for block_id, states in body.values.items()}
-            try:
-                answer = await self.slack.submit_view(
-                    body.user,
-                    body.view_id,
-                    {k: v for k, v in values.items() if v is not None},
-                )
-            except (KeyError, ValueError) as error:
-                raise _BadRequest(_reason(error)) from None
-        except _BadRequest as error:
-            return _error(str(error))
-        return _bot_answer(answer)
-
-    async def _close_view(self, request: web.Request) -> web.Response:
-        try:
-            body = await _read(request, _CloseView)
-            self._check_user(body.user)
-            try:
-                await self.slack.close_view(body.user, body.view_id)
-            except (KeyError, ValueError) as error:
-                raise _BadRequest(_reason(error)) from None
-        except _BadRequest as error:
-            return _error(str(error))
-        return web.json_response({"ok": True})
-
-    def _check_user(self, user: str) -> None:
-        known = self.slack.users.get(user)
-        if known is None or known.is_bot:
-            raise _BadRequest(f"no person {user!r} in this workspace")
-
-
-async def _read(request: web.Request, model: type[_M]) -> _M:
-    try:
-        return model.model_validate(await request.json())
-    except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise _BadRequest(f"bad request body: {error}") from None
-    except RecursionError:
-        raise _BadRequest("bad request body: nested too deeply") from None
-
-
-def _typed(states: dict[str, _InputState]) -> str | list[str] | None:
-    """One input's Slack element state as LocalSlack fills it: text, a date, option value(s)."""
-    for state in states.values():
-        if state.selected_options is not None:
-            return [option.pick() for option in state.selected_options]
-        if state.selected_option is not None:
-            return state.selected_option.pick()
-        for entered in (state.value, state.selected_date):
-            if entered is not None:
-                return entered
-    return None
-
-
-def _reason(error: Exception) -> str:
-    # KeyError's str() adds quotes around the message.
-    return str(error.args[0]) if error.args else type(error).__name__
-
-
-def _error(message: str, status: int = 400) -> web.Response:
-    return web.json_response({"ok": False, "error": message}, status=status)
-
-
-def _bot_answer(answer: BotResponse) -> web.Response:
-    """The bot's reply to an interactivity payload, for the page (errors under a modal's inputs)."""
-    body: Any = None
-    if answer.body.strip():
-        try:
-            body = answer.json()
-        except json.JSONDecodeError:
-            body = None
-    out: dict[str, Any] = {"ok": answer.status == 200, "status": answer.status}
-    if isinstance(body, dict):
-        if "response_action" in body:
-            out["response_action"] = body["response_action"]
-        if isinstance(body.get("errors"), dict):
-            out["errors"] = body["errors"]
-    return web.json_response(out, status=200 if answer.status == 200 else 502)
+        return await stream_changes(request, self.slack, self._closing)

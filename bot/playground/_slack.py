@@ -19,15 +19,13 @@ from aiohttp import web
 
 from ._changes import Change, ChangeKind
 from ._delivery import BotResponse, HttpDelivery, SocketMode, Target
+from ._interactive import block_actions, home_block_actions, view_submission
 from ._payloads import (
     agent_session_stopped,
     app_home_opened,
-    block_actions,
     event_callback,
-    home_block_actions,
     message_events,
     slash_command,
-    view_submission,
 )
 from ._responses import ResponseUrls
 from ._webapi import WebApi

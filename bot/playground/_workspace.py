@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._payloads import view_closed
+from ._interactive import view_closed
 from ._slack import LocalSlack
 
 __all__ = ["DEMO_PEOPLE", "Person", "PlaygroundSlack"]

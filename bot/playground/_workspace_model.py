@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..slack._manifest import BOT_SCOPES
 from ._changes import ChangeFeed
+from ._messages import Message, MessageLog
 from ._rules import RateLimits
 
 __all__ = [
@@ -28,61 +29,6 @@ __all__ = [
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
 """The statuses of an agent session (`agents.sessions.setStatus`)."""
-
-
-@dataclass(kw_only=True)
-class Message:
-    """A message in a channel, as Slack stores it."""
-
-    channel: str
-    ts: str
-    text: str = ""
-    user: str | None = None
-    """The author for people's messages."""
-    bot_id: str | None = None
-    """Set on messages the bot posted."""
-    thread_ts: str | None = None
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    reactions: dict[str, list[str]] = field(default_factory=dict)
-    """Reaction name -> the users who added it."""
-    edited: bool = False
-    streaming: bool = False
-    """A message the app is streaming into (`chat.startStream`) and has not stopped yet."""
-    stopped_by_user: bool = False
-    """A person pressed stop while it streamed: Slack answers `stopped_by_user` from then on."""
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    """Every chunk streamed into the message, in order, as sent (`markdown_text` included as
-    `markdown_text` chunks)."""
-
-    def tasks(self) -> dict[str, dict[str, Any]]:
-        """The streamed tasks by id, each as its latest `task_update` left it."""
-        tasks: dict[str, dict[str, Any]] = {}
-        for chunk in self.chunks:
-            if chunk.get("type") == "task_update":
-                tasks[str(chunk["id"])] = {**tasks.get(str(chunk["id"]), {}), **chunk}
-        return tasks
-
-    def to_api(self) -> dict[str, Any]:
-        """The message as the Web API and the Events API show it."""
-        out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
-        if self.user:
-            out["user"] = self.user
-        if self.bot_id:
-            out["bot_id"] = self.bot_id
-        if self.thread_ts:
-            out["thread_ts"] = self.thread_ts
-        if self.blocks:
-            out["blocks"] = self.blocks
-        if self.chunks:
-            out["chunks"] = self.chunks
-        if self.streaming:
-            out["streaming"] = True
-        if self.reactions:
-            out["reactions"] = [
-                {"name": name, "users": users, "count": len(users)}
-                for name, users in self.reactions.items()
-            ]
-        return out
 
 
 @dataclass(kw_only=True)
@@ -191,7 +137,8 @@ class Workspace(ChangeFeed):
         self.users: dict[str, User] = {}
         self.usergroups: dict[str, list[str]] = {}
         self.channels: dict[str, Channel] = {}
-        self.messages: list[Message] = []
+        self.messages = MessageLog()
+        """Every message, in the order posted, found by where it is in O(1)."""
         self.ephemerals: list[Ephemeral] = []
         self.views: dict[str, OpenedView] = {}
         self.home_views: dict[str, dict[str, Any]] = {}
@@ -311,24 +258,15 @@ class Workspace(ChangeFeed):
         return f"Ev{next(self._ids):08d}{uuid.uuid4().hex[:6]}"
 
     def message(self, channel: str, ts: str) -> Message | None:
-        for message in self.messages:
-            if message.channel == channel and message.ts == ts:
-                return message
-        return None
+        return self.messages.get(channel, ts)
 
     def find_message(self, ts: str) -> Message | None:
-        for message in self.messages:
-            if message.ts == ts:
-                return message
-        return None
+        """The message `ts` in any channel (the first posted, should two share it)."""
+        return self.messages.find(ts)
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         """The thread's parent and replies, oldest first."""
-        return [
-            m
-            for m in self.messages
-            if m.channel == channel and (m.ts == thread_ts or m.thread_ts == thread_ts)
-        ]
+        return self.messages.thread(channel, thread_ts)
 
     def bot_messages(
         self, channel: str | None = None, thread_ts: str | None = None
