@@ -339,7 +339,9 @@ class Claims:
         original = original if isinstance(original, dict) else {}
         locked = set(blocks.locked_arguments(record))
         edited = {**original, **{k: v for k, v in edits.items() if k not in locked}}
-        tool = self.conversations.agent.tools.get(str(record.payload.get("tool", "")))
+        tool = self.conversations.agent.tools_in(record.channel or None).get(
+            str(record.payload.get("tool", ""))
+        )
         detail = {
             "approved": answer.get("approved") is True,
             "arguments": {
