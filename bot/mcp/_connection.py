@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +35,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._live import Completions, OpenCall, serve_question
+from ._open_calls import OpenCalls
 
 __all__ = ["Backoff", "Connection", "Launch"]
 
@@ -98,7 +99,8 @@ class Connection:
     """How many times the server was started again after its connection ended."""
     completions: Completions = field(default_factory=Completions)
     """The URL questions the server said were completed (`notifications/elicitation/complete`)."""
-    _calls: list[OpenCall] = field(default_factory=list)
+    _calls: OpenCalls = field(default_factory=OpenCalls)
+    """The calls open on the current session (a new session starts with none in doubt)."""
 
     async def start(self, *, wait: float) -> None:
         """Start the supervisor; return once the first connection succeeded or failed, or after
@@ -188,6 +190,7 @@ class Connection:
                 client_info=Implementation(name="handback", version="0.1.0"),
             )
             await stack.enter_async_context(client)
+            self._calls = OpenCalls()
             self._dead = False
             group = await stack.enter_async_context(anyio.create_task_group())
             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -242,27 +245,22 @@ class Connection:
                 self.hide(_describe(exc)),
             )
 
-    @contextlib.contextmanager
-    def open_call(self, call: OpenCall) -> Iterator[None]:
-        """While a call is open, a question the server asks during it is that call's."""
-        self._calls.append(call)
-        try:
-            yield
-        finally:
-            self._calls.remove(call)
-            call.closed = True  # a question still waiting for it ends (`serve_question`)
+    def open_call(self, call: OpenCall) -> contextlib.AbstractContextManager[None]:
+        """While a call is open, a question the server asks during it may be that call's."""
+        return self._calls.opened(call)
 
     async def _on_question(
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
         """A question sent during a call (the older protocol's `elicitation/create`). The
         protocol does not say which call asks (over stdio nothing ties the request to one), so
-        it is served only while exactly one call is open on this server; with several it is
-        refused (fails closed: it could reach the wrong person)."""
-        if len(self._calls) != 1:
+        it is served only for a call that had the session alone from start to finish
+        (`OpenCalls`); otherwise it is refused (fails closed: it could reach the wrong person)."""
+        call = self._calls.owner()
+        if call is None:
             log.warning(
-                "MCP server %s asked a question during a call while %d calls were open; "
-                "refused: it cannot be told whose it is",
+                "MCP server %s asked a question during a call while %d calls were open (or "
+                "had been, or one had been stopped); refused: it cannot be told whose it is",
                 self.server,
                 len(self._calls),
             )
@@ -270,7 +268,7 @@ class Connection:
                 code=INVALID_REQUEST,
                 message="handback cannot tell which of its open calls this question is for",
             )
-        return await serve_question(self._calls[0], params, self.completions)
+        return await serve_question(call, params, self.completions)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, ElicitCompleteNotification):

@@ -10,7 +10,9 @@ request, and the resumed call sends the retry from it: the first round is never 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, assert_never
 from urllib.parse import urlsplit
@@ -33,17 +35,23 @@ from pydantic import ValidationError
 from blocks import ELICITATION
 
 from .._errors import HandbackError
+from .._redact import redact
 from .._suspend import HandlerScope, Suspended
 
 __all__ = [
     "Unanswerable",
     "answer_schema",
+    "answered_detail",
     "held_of",
+    "question_suffix",
     "read_held",
     "responses",
 ]
 
 _ACTIONS: Final = ("accept", "decline", "cancel")
+
+_DETAIL_LIMIT: Final = 500
+"""Characters of an answer kept in its audit detail."""
 
 Mode = Literal["form", "url"]
 
@@ -51,6 +59,22 @@ Mode = Literal["form", "url"]
 class Unanswerable(HandbackError):
     """The server asked for something handback does not give (sampling an LLM, an unreadable
     request); the call ends with this message as its result."""
+
+
+def question_suffix(payload: Mapping[str, Any], *, by_server: bool = False) -> str:
+    """What the audit says of a server's question after its answer (either protocol): whose
+    tool asked it, and, for a URL question the server said was completed, that it did."""
+    completed = ": completed by the server" if by_server else ""
+    return f" [MCP {payload.get('server')}: question of its tool {payload.get('tool')}{completed}]"
+
+
+def answered_detail(payload: Mapping[str, Any], answer: Any, *, by_server: bool = False) -> str:
+    """The `answered` audit detail of a server's question: the answer, masked as shown (a
+    form's field may hold a secret) and cut short, then `question_suffix`."""
+    text = json.dumps(redact(answer), default=str)
+    if len(text) > _DETAIL_LIMIT:
+        text = text[: _DETAIL_LIMIT - 1] + "…"
+    return text + question_suffix(payload, by_server=by_server)
 
 
 def answer_schema(mode: Mode, requested: dict[str, Any] | None = None) -> dict[str, Any]:

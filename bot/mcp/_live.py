@@ -46,7 +46,14 @@ from state._protocol import AuditedInteractions
 from .._errors import UsageError
 from .._schema import check_schema
 from .._suspend import HandlerScope
-from ._elicit import Unanswerable, answer_schema, as_result, is_https, read_held
+from ._elicit import (
+    Unanswerable,
+    answer_schema,
+    answered_detail,
+    as_result,
+    is_https,
+    read_held,
+)
 
 __all__ = [
     "POLL",
@@ -179,8 +186,9 @@ async def serve_question(
                         interaction_id=iid,
                         run_id=live_run_id(scope.run_id),
                         user=_SERVER_USER + call.server,
-                        detail=f'{{"action": "accept"}} [MCP {call.server}: question of its tool '
-                        f"{interaction.payload.get('tool')}: completed by the server]",
+                        detail=answered_detail(
+                            interaction.payload, {"action": "accept"}, by_server=True
+                        ),
                     ),
                 )
                 if claim.won and claim.record is not None:

@@ -19,6 +19,7 @@ from state._records import AnswerClaim, ThreadTake, TurnClaim
 
 from .. import _metrics
 from .._redact import redact
+from ..mcp._elicit import answered_detail, question_suffix
 from ._conversation import Conversations
 from ._earlier import own_earlier_answer, own_earlier_vote
 from ._live import answer_live
@@ -292,12 +293,11 @@ class Claims:
         needed: int,
     ) -> AnswerClaim:
         now = self.clock()
-        why = _gated_why(record)
         if needed > 1:
+            why = _gated_why(record)
             details = [f"approved {k} of {needed}{why}" for k in range(1, needed + 1)]
         else:
-            # A modal's answer may hold a secret typed into a field: masked as shown.
-            details = [(self._edit_detail(record, answer) or short_json(redact(answer))) + why]
+            details = [self._answer_detail(record, answer)]
         entries = [
             AuditEntry(
                 at=now,
@@ -328,6 +328,15 @@ class Claims:
             stop=stop_guard(record),
         )
 
+    def _answer_detail(self, record: InteractionRecord, answer: Any) -> str:
+        """The `answered` audit detail of one person's answer."""
+        if kind_of(record) == "elicitation":
+            return answered_detail(record.payload, answer)
+        # A modal's answer may hold a secret typed into a field: masked as shown.
+        return (self._edit_detail(record, answer) or short_json(redact(answer))) + _gated_why(
+            record
+        )
+
     def _edit_detail(self, record: InteractionRecord, answer: Any) -> str | None:
         """The audit detail of an approval given with edited arguments: both versions, the
         call's as the card showed it and the edited one it runs with, redacted as the card is
@@ -339,7 +348,9 @@ class Claims:
         original = original if isinstance(original, dict) else {}
         locked = set(blocks.locked_arguments(record))
         edited = {**original, **{k: v for k, v in edits.items() if k not in locked}}
-        tool = self.conversations.agent.tools.get(str(record.payload.get("tool", "")))
+        tool = self.conversations.agent.tools_in(record.channel or None).get(
+            str(record.payload.get("tool", ""))
+        )
         detail = {
             "approved": answer.get("approved") is True,
             "arguments": {
@@ -359,7 +370,7 @@ def _gated_why(record: InteractionRecord) -> str:
             gated = record.payload.get("gated_because")
             return f" [MCP {server}: gated: {gated}]" if isinstance(gated, str) else ""
         case "elicitation":
-            return f" [MCP {server}: question of its tool {record.payload.get('tool')}]"
+            return question_suffix(record.payload)
         case "confirm" | "ask_user" | "ask_user_multi" | "custom":
             return ""
         case unreachable:

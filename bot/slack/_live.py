@@ -8,7 +8,6 @@ never wait on it."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -19,8 +18,8 @@ from state import AuditEntry, InteractionRecord, InteractionStore, PendingIntera
 # A combination of the store's boundaries named for its user, kept out of state.__all__
 from state._protocol import AuditedInteractions
 
-from .._redact import redact
 from ..events import InteractionEvent
+from ..mcp._elicit import answered_detail
 from ..mcp._live import live_run_id
 from ._cards import Cards
 from ._chat import Chat
@@ -138,9 +137,6 @@ async def answer_live(
     """Claim the answer to a question asked during a call (once, in the store, with its audit
     entry) and close its card; the process holding the call takes it from the store. No run is
     claimed or resumed. A lost claim is refused with what became of the question."""
-    server, tool = record.payload.get("server"), record.payload.get("tool")
-    # A form's answer may hold a secret typed into a field: masked as shown.
-    detail = f"{_short(redact(answer))} [MCP {server}: question of its tool {tool}]"
     claim = await store.answer_and_claim(
         record.interaction_id,
         answer=answer,
@@ -152,7 +148,7 @@ async def answer_live(
             interaction_id=record.interaction_id,
             run_id=record.run_id,
             user=user,
-            detail=detail,
+            detail=answered_detail(record.payload, answer),
         ),
     )
     if claim.won and claim.record is not None:
@@ -167,8 +163,3 @@ def _lost_reason(record: InteractionRecord | None) -> str:
     if record.status == "answered":
         return "This question was answered already."
     return "This question has ended, so it can no longer be answered."
-
-
-def _short(value: Any, limit: int = 500) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

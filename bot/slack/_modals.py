@@ -129,16 +129,19 @@ class Modals:
 
     async def _edit_problem(self, record: InteractionRecord, answer: Any) -> str | None:
         """Why the runtime would not run an edit: with the edited arguments the tool's policy
-        asks for another rule than the request was made under (say, two approvers for prod
-        where one approved staging). Told inline, before anything is claimed, so the approver
-        denies and asks again instead, and the card never says "approved" for a call the gate
-        then refuses. An argument shown hidden keeps the model's value, which is not here: the
-        policy is asked with each value it could stand for (its default, the hidden mark) and
-        any of them needing another rule is a problem, as is a policy that cannot be asked
-        with any (fail closed). None when the edit may go on, or when this agent's tool is not
-        the one that asked (the gate checks it again in any case)."""
+        (the channel's rule, where it has one) asks for another rule than the request was made
+        under (say, two approvers for prod where one approved staging). Told inline, before
+        anything is claimed, so the approver denies and asks again instead, and the card never
+        says "approved" for a call the gate then refuses. An argument shown hidden keeps the
+        model's value, which is not here: the policy is asked with each value it could stand
+        for (its default, the hidden mark) and any of them needing another rule is a problem,
+        as is a policy that cannot be asked with any (fail closed). None when the edit may go
+        on, or when this agent's tool is not the one that asked (the gate checks it again in
+        any case)."""
         name = str(record.payload.get("tool", ""))
-        tool = self.conversations.agent.tools.get(name)
+        # The tool as it is offered in the card's channel: a channel's own rule is the one
+        # the request was made under, not the tool's.
+        tool = self.conversations.agent.tools_in(record.channel or None).get(name)
         shown = record.payload.get("arguments")
         if (
             tool is None

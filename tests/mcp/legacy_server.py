@@ -4,7 +4,9 @@ the SDK's server API: its tools ask during the call with `ctx.elicit(...)` and
 open). `python legacy_server.py` over stdio. Each call appends a JSON line to `$OPS_LOG` (also
 what it was answered) and the pid goes to `$OPS_PID`; `login` sends
 `notifications/elicitation/complete` once the file `$LEGACY_DONE` exists (the person finished
-at the URL); with `$LEGACY_GATE`, `pick` asks only once that file exists."""
+at the URL); with `$LEGACY_GATE`, `pick` asks only once that file exists, and with
+`$LEGACY_STUBBORN` it asks even when its call was cancelled meanwhile (as a question that
+crossed the cancel on the wire would arrive)."""
 
 from __future__ import annotations
 
@@ -40,10 +42,15 @@ class Scale(BaseModel):
 async def pick(ctx: Context) -> str:
     """Ask which region, during the call."""
     _record("pick", phase="asking")
-    gate = os.environ.get("LEGACY_GATE")
-    while gate and not await anyio.Path(gate).exists():  # noqa: ASYNC110 (another process)
-        await anyio.sleep(0.05)
-    answer = await ctx.elicit("Which region? <!channel>", Region)
+    with anyio.CancelScope(shield=bool(os.environ.get("LEGACY_STUBBORN"))):
+        gate = os.environ.get("LEGACY_GATE")
+        while gate and not await anyio.Path(gate).exists():  # noqa: ASYNC110 (another process)
+            await anyio.sleep(0.05)
+        try:
+            answer = await ctx.elicit("Which region? <!channel>", Region)
+        except Exception as exc:
+            _record("pick", phase="refused", error=str(exc))
+            raise
     data = answer.data.model_dump() if answer.action == "accept" else None
     _record("pick", phase="answered", action=answer.action, data=data)
     return f"picked {answer.action} {data}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
@@ -42,17 +43,52 @@ class Clock:
         self.now += seconds
 
 
+DRAIN_MOST = 120.0
+"""Seconds the harness waits for the bot to drain before it fails the test with why."""
+
+
 @dataclass
 class Harness:
+    """One bot in this process, its LocalSlack and store. `mention`, `reply` and `click` drain
+    the bot (run its inbox and the work it started until nothing is left) before returning.
+
+    A turn that waits for a click never drains: a server's question asked during the call
+    (older MCP protocol) holds the turn until it is answered. Start such a turn with `asking`
+    (it returns once the card is posted, the turn still open), then `click`: the click's work
+    starts at once (the bot kicks its worker for each item it records), the answer reaches
+    the waiting call, and the drain ends with the turn. A drain that does not end within
+    `DRAIN_MOST` fails the test saying so instead of hanging."""
+
     slack: TestSlack
     bot: SlackBot
     store: Store
     clock: Clock
 
+    async def drain(self) -> None:
+        try:
+            async with asyncio.timeout(DRAIN_MOST):
+                await self.bot.drain()
+        except TimeoutError:
+            raise AssertionError(
+                f"the bot did not drain within {DRAIN_MOST}s: is a turn waiting for a click "
+                "(a question asked during a call)? Start it with `Harness.asking`, then click"
+            ) from None
+
     async def mention(self, user: str, text: str, *, channel: str = CHANNEL) -> Message:
         message = await self.slack.post_user_message(user, channel, text)
-        await self.bot.drain()
+        await self.drain()
         return message
+
+    async def asking(
+        self, user: str, text: str, *, channel: str = CHANNEL, seconds: float = 30.0
+    ) -> tuple[Message, Message]:
+        """Mention the bot for a turn that waits for a click (a question asked during a
+        call): returns the mention and the card, once it is in the thread, without draining
+        (the turn is still open; a `click` on the card drains it)."""
+        message = await self.slack.post_user_message(user, channel, text)
+        # The turn runs in a task the post started (the kicked worker): its card comes later.
+        await self.slack.wait_for(lambda: self.cards(message.ts), timeout=seconds)
+        return message, self.card(message.ts)
 
     async def reply(
         self, user: str, thread_ts: str, text: str, *, channel: str = CHANNEL, mention: bool = False
@@ -60,7 +96,7 @@ class Harness:
         message = await self.slack.post_user_message(
             user, channel, text, thread_ts=thread_ts, mention=mention
         )
-        await self.bot.drain()
+        await self.drain()
         return message
 
     def bot_replies(self, thread_ts: str) -> list[Message]:
@@ -88,7 +124,7 @@ class Harness:
 
     async def click(self, user: str, ts: str, action_id: str, **kwargs: Any) -> int:
         response = await self.slack.click(user, ts, action_id, **kwargs)
-        await self.bot.drain()
+        await self.drain()
         return response.status
 
     def ephemerals(self, user: str) -> list[str]:

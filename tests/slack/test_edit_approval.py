@@ -16,7 +16,7 @@ from bot import Agent, Approval, Tool
 from bot.testing import FunctionModel
 
 from .._local_slack import OpenedView
-from .conftest import ALICE, BOB, CAROL, BotFactory, Harness
+from .conftest import ALICE, BOB, CAROL, CHANNEL, BotFactory, Harness
 
 RAN: list[dict[str, str]] = []
 """What the pretend deploy did, token included, so tests see the arguments it really got."""
@@ -318,3 +318,38 @@ async def test_an_edit_shapes_the_turn_so_its_editor_cannot_approve_the_next_cal
         assert [r["service"] for r in RAN] == ["api"]
         await h.click(CAROL, second.ts, ACTION_APPROVE)
         assert [(r["service"], r["version"]) for r in RAN] == [("api", "2.4"), ("web", "2.3")]
+
+
+def _channel_agent(channel_rule: Any) -> Agent:
+    """A deploy whose own rule allows no edit; in the test channel its rule is `channel_rule`."""
+    return Agent(
+        name="editor",
+        model=FunctionModel(_respond),
+        tools=[Tool(deploy, requires_approval=True)],
+        channel_rules={CHANNEL: {"deploy": channel_rule}},
+    )
+
+
+async def test_an_edit_allowed_by_the_channels_rule_runs(make_bot: BotFactory) -> None:
+    async with make_bot(_channel_agent(Approval(editable=True))) as h:
+        iid, view = await _open_form(h)
+        response = await h.slack.submit_view(BOB, view.id, _values(view, Version="2.4"))
+        assert response.status == 200 and not response.body.strip()
+        await h.bot.drain()
+        assert [r["version"] for r in RAN] == ["2.4"]
+        assert (await _interaction(h, iid)).status == "answered"
+        [entry] = [e for e in await h.store.recent_audit() if e.action == "answered"]
+        assert json.loads(entry.detail)["arguments"]["edited"]["token"] == "[redacted]"
+
+
+async def test_an_edit_that_needs_another_channel_rule_is_refused_inline(
+    make_bot: BotFactory,
+) -> None:
+    async with make_bot(_channel_agent(_by_environment)) as h:
+        iid, view = await _open_form(h)
+        response = await h.slack.submit_view(BOB, view.id, _values(view, Environment="prod"))
+        body = response.json()
+        assert body["response_action"] == "errors"
+        assert "needs a different approval" in next(iter(body["errors"].values()))
+        await h.bot.drain()
+        assert RAN == [] and (await _interaction(h, iid)).status == "pending"

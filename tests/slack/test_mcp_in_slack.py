@@ -1,6 +1,8 @@
 """MCP tools in Slack: a gated call is a card naming the server and why; approved, it reaches
 the server exactly once (counted on the server's side), however many people click; denied, it
-never does. Real MCP servers as subprocesses: the tests' `ops_server.py` and `mcp-server-git`."""
+never does; a question a server asks during the call is answered on its card in the thread.
+Real MCP servers as subprocesses: the tests' `ops_server.py`, `legacy_server.py` and
+`mcp-server-git`."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from blocks import ACTION_APPROVE, ACTION_DENY
+from blocks import ACTION_APPROVE, ACTION_DENY, ACTION_OPTION
 from bot import Agent
 from bot.mcp import MCPServer
 from bot.testing import FunctionModel
@@ -52,6 +54,7 @@ async def _bot(
 
 
 DEPLOY = {"name": "ops_deploy", "arguments": {"service": "api", "version": "2.4"}}
+LEGACY_SERVER = str(Path(__file__).parent.parent / "mcp" / "legacy_server.py")
 
 
 async def test_an_approved_mcp_call_reaches_the_server_once_and_the_card_says_why(
@@ -144,3 +147,22 @@ async def test_mcp_server_git_reads_ungated_and_commits_once_after_approval(
         assert _git(repo, "log", "-1", "--format=%s").strip() == "two"
         answer = h.texts(asked.ts)[-1]
         assert "Changes to be committed" in answer and "Changes committed successfully" in answer
+
+
+async def test_a_question_asked_during_the_call_is_answered_on_its_card(
+    make_bot: BotFactory, ops: Ops
+) -> None:
+    legacy = MCPServer.stdio(
+        "legacy",
+        [sys.executable, LEGACY_SERVER],
+        env={"OPS_LOG": str(ops.log), "OPS_PID": str(ops.pid)},
+        approvals={"*": False},
+    )
+    async with _bot(make_bot, legacy, {"name": "legacy_pick", "arguments": {}}) as h:
+        # The turn waits for the click: `asking` returns with the card, the turn still open.
+        asked, card = await h.asking(ALICE, "pick a region")
+        assert "after a restart the call is reported interrupted" in str(card.blocks)
+        assert await h.click(ALICE, card.ts, f"{ACTION_OPTION}:2", value="2") == 200
+        assert h.texts(asked.ts)[-1] == "Tools said: picked accept {'region': 'ap'}"
+    [answered] = [c for c in ops.calls("pick") if c["phase"] == "answered"]
+    assert answered["data"] == {"region": "ap"}
