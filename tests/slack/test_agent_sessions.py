@@ -14,11 +14,10 @@ import pytest
 from slack_sdk.models.messages.chunk import Chunk
 
 from blocks import ACTION_APPROVE, escape
-from bot import Agent, Tool
 
 # A scripted streaming model, the refusals Slack gives a non-agent app and the stop watcher's
 # poll: the model interface and the Slack client's internals this file pins.
-from bot._model import ModelResponse
+from bot import Agent, ModelResponse, Tool
 from bot.slack._chat import NOT_AN_AGENT
 from bot.slack._drive import STOP_POLL
 

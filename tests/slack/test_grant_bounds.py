@@ -18,14 +18,10 @@ from bot import Agent, Approval, Tool
 
 # `handback grants` without a subprocess, and how long a user-group read counts as fresh.
 from bot._admin import print_grants
-from bot.slack._policy import FRESH_WITHIN
 from bot.testing import FunctionModel
 from state import AuditEntry, Grant
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
-from ..state.conftest import overwrite_raw
+from ..state.conftest import grant_id, overwrite_raw
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
@@ -262,7 +258,7 @@ async def test_a_grant_whose_giver_left_the_approvers_is_a_card_and_says_nothing
         grant = await _grant_in(h, asked.ts)
         # Bob leaves the group; the bot's cached membership still has him.
         h.slack.usergroups["S0OPS"] = [CAROL]
-        h.clock.advance(FRESH_WITHIN + 1)
+        h.clock.pass_fresh_reads()
 
         await h.reply(ALICE, asked.ts, "deploy again")
         assert len(agents.DEPLOYS) == 1
@@ -281,7 +277,7 @@ async def _plant_old_grant(h: Harness, store_url: str, thread: str) -> Grant:
     tool name, no path, no requesters) in `thread`, times moved to now."""
     data = json.loads(OLD_GRANT.read_text())
     data.update(
-        grant_id=grant_id_for("int_old"),
+        grant_id=grant_id("int_old"),
         thread_ts=thread,
         created_at=h.clock(),
         expires_at=h.clock() + 3600,

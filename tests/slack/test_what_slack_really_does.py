@@ -14,10 +14,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import Agent
-
 # The bot's Slack client and agent turn, driven directly against what Slack really answers.
-from bot._model import ModelResponse
+from bot import Agent, ModelResponse
 from bot.slack._chat import MAX_UPDATE_TEXT, Chat
 from bot.slack._session import FLUSH_CHARS, AgentTurn
 from state import open_store
