@@ -14,7 +14,6 @@ from openai import AsyncOpenAI
 from bot import Agent, Cancel, OpenAIModel, chatops
 from bot.events import InteractionEvent, OutputEvent
 from bot.playground import EXAMPLES, demo_reply
-
 from bot.testing import OpenAICompatServer
 from state import open_store
 

@@ -6,7 +6,7 @@ does not run) and an audit entry; each use is audited with its requester, argume
 
 from __future__ import annotations
 
-import io
+import asyncio
 import json
 import re
 from dataclasses import replace
@@ -15,12 +15,10 @@ from typing import Any
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
 from bot import Agent, Approval, Tool
-
-# `handback grants` without a subprocess, and how long a user-group read counts as fresh.
-from bot._admin import print_grants
 from bot.testing import FunctionModel
 from state import AuditEntry, Grant
 
+from ..cli.test_cli_views import handback
 from ..state.conftest import grant_id, overwrite_raw
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
@@ -304,12 +302,13 @@ async def test_a_grant_stored_before_bounds_is_never_used_and_is_listed_for_rene
         [refused] = await _refusals(h, old.grant_id)
         assert "stored before grants were bound" in refused.detail
 
-        out = io.StringIO()
-        await print_grants(store_url, limit=10, as_json=False, out=out)
-        assert old.grant_id in out.getvalue() and "needs renewal" in out.getvalue()
-        out = io.StringIO()
-        await print_grants(store_url, limit=10, as_json=True, out=out)
-        assert json.loads(out.getvalue())["needs_renewal"] is True
+        listed = await asyncio.to_thread(handback, "grants", "--store", store_url, "--limit", "10")
+        assert listed.returncode == 0, listed.stderr
+        assert old.grant_id in listed.stdout and "needs renewal" in listed.stdout
+        args = ("grants", "--store", store_url, "--limit", "10", "--json")
+        as_json = await asyncio.to_thread(handback, *args)
+        assert as_json.returncode == 0, as_json.stderr
+        assert json.loads(as_json.stdout)["needs_renewal"] is True
 
         assert (await h.slack.open_home(BOB)).status == 200
         await h.bot.drain()
