@@ -9,6 +9,8 @@ import re
 import signal
 import socket
 import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 
@@ -25,6 +27,14 @@ def command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-m", "bot._cli"]
+
+
+def handback_main() -> Callable[[Sequence[str]], int]:
+    """What the installed `handback` script runs (its console-script entry point), for a test
+    that runs a command in this process so that it controls the process itself (its temp dir)."""
+    [script] = entry_points(group="console_scripts", name="handback")
+    main: Callable[[Sequence[str]], int] = script.load()
+    return main
 
 
 def offline_env(**extra: str) -> dict[str, str]:

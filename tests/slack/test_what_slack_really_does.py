@@ -1,6 +1,7 @@
 """What Slack really does, and the bot handles: the `ssl_check` of a command's Request URL, the
 `stopped_by_user` of a stream after the stop button (in a turn, and through the bot during a
-streamed answer), `chat.update`'s text limit, rate-limited stream starts."""
+streamed answer), `chat.update`'s text limit, rate-limited stream starts, and response URLs that
+only Slack's own host answers."""
 
 from __future__ import annotations
 
@@ -174,3 +175,21 @@ async def test_a_stop_during_a_streamed_answer_ends_it_once_through_the_bot(
     assert "and it is back" not in " ".join(m.text for m in replies)
     assert replies[-1].text == f"Stopped by <@{ALICE}>."
     assert slack.sessions[(CHANNEL, asked.ts)].status == "active"  # out of `processing`
+
+
+async def test_a_response_url_is_answered_only_at_slack(slack: TestSlack) -> None:
+    # The bot's Slack client itself: its check of a response_url has no public entry point.
+    chat = Chat(_client(slack))
+    assert await chat.respond(slack.response_url(CHANNEL, ALICE), "to Slack")
+    assert [e.text for e in slack.ephemerals_for(ALICE)] == ["to Slack"]
+    async with TestSlack() as elsewhere:
+        other = elsewhere.response_url(CHANNEL, ALICE)
+        assert not await chat.respond(other, "to someone else")
+        assert elsewhere.ephemerals == []
+    for hostile in (
+        "http://hooks.slack.com/commands/T0/1/x",
+        "https://hooks.slack.com.evil.example/commands/T0/1/x",
+        "https://user@hooks.slack.com/commands/T0/1/x",
+        "not a url",
+    ):
+        assert not await chat.respond(hostile, "no")

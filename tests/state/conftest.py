@@ -123,21 +123,23 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
     return f"{table}/{ident}"
 
 
-async def read_raw(store: Store, url: str, ident: str) -> str:
-    """The stored JSON of one interaction, as the store wrote it."""
+async def read_raw(store: Store, url: str, ident: str, table: str = "interactions") -> str:
+    """The stored JSON of one interaction (or run: `runs`; or grant: `grants`), as the store
+    wrote it."""
     if isinstance(store, RedisStore):
+        keys = redis_keys(store)
+        key = {"runs": keys.run, "grants": keys.grant}.get(table, keys.interaction)(ident)
         client = raw_client(url)
         try:
-            raw = await client.hget(redis_keys(store).interaction(ident), "rec")
+            raw = await client.hget(key, "rec")
         finally:
             await client.aclose()
         assert isinstance(raw, bytes)
         return raw.decode()
     assert isinstance(store, SQLiteStore)
+    column = {"runs": "run_id", "grants": "grant_id"}.get(table, "interaction_id")
     with sqlite3.connect(sqlite_path(url)) as conn:
-        (raw,) = conn.execute(
-            "SELECT rec FROM interactions WHERE interaction_id = ?", (ident,)
-        ).fetchone()
+        (raw,) = conn.execute(f"SELECT rec FROM {table} WHERE {column} = ?", (ident,)).fetchone()
     conn.close()
     return str(raw)
 
