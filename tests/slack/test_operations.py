@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from blocks import ACTION_APPROVE
 
-# Reads and bumps the process's Prometheus registry, as `/metrics` serves it.
+# How a refusal's words map to an outcome label is a unit of the metrics module: bumped and read in
+# this process's registry (the one `/metrics` serves), with no process to scrape.
 from bot._metrics import REGISTRY, answer_refused
 
 from .._local_slack import TestSlack

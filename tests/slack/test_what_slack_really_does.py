@@ -1,7 +1,7 @@
 """What Slack really does, and the bot handles: the `ssl_check` of a command's Request URL, the
 `stopped_by_user` of a stream after the stop button (in a turn, and through the bot during a
-streamed answer), `chat.update`'s text limit, rate-limited stream starts, and response URLs that
-only Slack's own host answers."""
+streamed answer), `chat.update`'s text limit, rate-limited stream starts, response URLs that
+only Slack's own host answers, and the mrkdwn a cancel reason may keep."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-# The bot's Slack client and agent turn, driven directly against what Slack really answers.
 from bot import Agent, ModelResponse
+from bot.events import OutputEvent
+
+# The bot's Slack client and agent turn, driven directly against what Slack really answers.
 from bot.slack._chat import MAX_UPDATE_TEXT, Chat
 from bot.slack._session import FLUSH_CHARS, AgentTurn
 from state import open_store
@@ -193,3 +195,29 @@ async def test_a_response_url_is_answered_only_at_slack(slack: TestSlack) -> Non
         "not a url",
     ):
         assert not await chat.respond(hostile, "no")
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ("stopped by <@U0BOB>", "Stopped (stopped by <@U0BOB>)."),
+        ("<!channel> please", "Stopped (&lt;!channel&gt; please)."),
+        ("<@U0BOB|bob> <http://evil|ok>", "Stopped (&lt;@U0BOB|bob&gt; &lt;http://evil|ok&gt;)."),
+        ("<@u0bob> <#C0GENERAL>", "Stopped (&lt;@u0bob&gt; &lt;#C0GENERAL&gt;)."),
+    ],
+)
+def test_a_cancel_reason_keeps_only_plain_user_mentions(reason: str, shown: str) -> None:
+    # The reply a run's end makes, as a unit: Slack renders `<!channel>` as a ping and
+    # `<http://…|ok>` as a disguised link, so only a plain user mention may survive a reason.
+    from bot.slack._drive import _reply_text
+
+    output = OutputEvent.model_validate(
+        {
+            "run_id": "r",
+            "path": "a",
+            "t0": 0,
+            "t1": 1,
+            "status": {"code": "cancelled", "reason": "cancelled", "message": reason},
+        }
+    )
+    assert _reply_text(output) == shown
