@@ -17,10 +17,10 @@ from ._errors import (
     UnknownInteraction,
     UsageError,
 )
-from ._model import OpenAIModel
+from ._model import Model, ModelResponse, OpenAIModel, ToolCall
 from ._run import AgentRun
 from ._suspend import CallContext, Cancel, current_call, suspend
-from ._tool import Tool
+from ._tool import ArgumentsError, Tool
 
 if _typing.TYPE_CHECKING:
     from ._config_file import ConfigFileError, agent_from_file
@@ -31,11 +31,14 @@ __all__ = [
     "Approval",
     "ApprovalPolicyError",
     "ApprovalRuleError",
+    "ArgumentsError",
     "CallContext",
     "Cancel",
     "ConfigFileError",
     "HandbackError",
     "InvalidResumeValue",
+    "Model",
+    "ModelResponse",
     "OpenAIModel",
     "ResumeError",
     "RunAlreadyResumed",
@@ -43,6 +46,7 @@ __all__ = [
     "RunNotPaused",
     "RunStopped",
     "Tool",
+    "ToolCall",
     "UnknownInteraction",
     "UsageError",
     "agent_from_file",

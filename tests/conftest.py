@@ -21,6 +21,10 @@ from hypothesis import settings
 
 from state import AuditEntry, InteractionStore, PendingInteraction
 
+# A vote is the Slack app's coordination record, kept out of `state.__all__`: records that
+# carry votes (a two-person approval half way) are built with `votes` below, in this one place.
+from state._records import Vote
+
 if TYPE_CHECKING:
     # The claim's class is the store's own, kept out of `state.__all__`; only its type is named.
     from state._records import AnswerClaim
@@ -180,6 +184,11 @@ def interaction_of(value: object) -> PendingInteraction:
     return PendingInteraction(
         **{f.name: getattr(value, f.name) for f in fields(PendingInteraction)}
     )
+
+
+def votes(*cast: tuple[str, float]) -> list[Vote]:
+    """The votes of an approval that needs several: `(user, at)`, in the order they came."""
+    return [Vote(user=user, at=at) for user, at in cast]
 
 
 async def answer_only(

@@ -12,6 +12,9 @@ from typing import Any, get_args
 import pytest
 
 import blocks
+
+# The click path's pieces are the Slack app's internals (its payload models, gate, decisions and
+# kind tables): this file pins their shape, so it reads them where they are.
 from blocks import _slack_models
 from bot.slack import AnswerPolicy, _verify
 from bot.slack._claim import outcome_of
@@ -19,6 +22,8 @@ from bot.slack._dispatch import WORK_KINDS, Dispatch, WorkKind, is_work_kind
 from bot.slack._take import look_up
 from bot.slack._worker import Work
 from state import InteractionKind, InteractionRecord, RunRecord, WorkItem, kind_of
+
+# The claim records the decisions read: coordination records, kept out of `state.__all__`.
 from state._records import AnswerClaim, ThreadStop, Vote
 from tests.blocks._slack import click, submit
 

@@ -103,6 +103,7 @@ def test_the_walk_finds_a_store_annotation_however_it_is_written(
 
 def test_every_store_protocol_is_a_part_of_store_or_has_a_user_in_bot() -> None:
     """A combination nobody takes any more goes (it would only widen the list to read)."""
+    # Every protocol the module defines, exported or not: an unexported one nobody uses is found.
     from state import Store, _protocol
 
     parts = {base.__name__ for base in Store.__mro__}

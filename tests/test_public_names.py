@@ -158,6 +158,7 @@ def test_blocks_exports_nothing_only_the_slack_apps_internals_use() -> None:
     import blocks
 
     assert sorted(BLOCKS_INTERNALS & set(blocks.__all__)) == []
+    # They are still there for the app, in their private module.
     from blocks import _home
 
     assert hasattr(_home, "NOTICE_BLOCK") and hasattr(_home, "grant_blocks")

@@ -2,6 +2,7 @@
 no API key and no Redis (`handback dev`)."""
 
 from ._demo_model import EXAMPLES, demo_reply
+from ._example import example_agent, example_reply
 from ._page import PageConfig, PageServer
 from ._playground import APPROVERS, OFFLINE_LABEL, Playground
 from ._slack import LocalSlack
@@ -19,4 +20,6 @@ __all__ = [
     "Playground",
     "PlaygroundSlack",
     "demo_reply",
+    "example_agent",
+    "example_reply",
 ]

@@ -8,6 +8,9 @@ from typing import Any
 from state import InteractionRecord
 
 CREATED = 1_700_000_000.0
+LONGEST_INTERACTION_ID = 235
+"""The longest interaction id whose block ids still fit Slack's 255 characters, as a figure:
+a change to the id scheme that makes room for less fails the tests that use it."""
 # What the runtime stores for approvals (bot._step.APPROVAL_SCHEMA), kept here so that these
 # tests exercise `blocks` alone.
 APPROVAL_SCHEMA: dict[str, Any] = {

@@ -20,7 +20,7 @@ from blocks import (
 )
 from state import InteractionRecord
 
-from ._factory import approval, ask, ask_multi, confirm, record
+from ._factory import LONGEST_INTERACTION_ID, approval, ask, ask_multi, confirm, record
 from ._slack import check_message, check_view, elements
 
 
@@ -62,7 +62,7 @@ def test_every_control_matches_the_listener_patterns(rec: InteractionRecord) -> 
 
 
 def test_the_longest_interaction_id_still_fits() -> None:
-    longest = "i" * blocks._ids.MAX_INTERACTION_ID
+    longest = "i" * LONGEST_INTERACTION_ID
     rec = ask("Which?", [f"o{i}" for i in range(150)], interaction_id=longest)
     check_message(render_card(rec, page=1))
     check_view(render_modal(rec))

@@ -20,11 +20,14 @@ from blocks import (
 )
 
 # Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
-from blocks._home import HOME_BLOCK_LIMIT, grant_blocks
 from state import AuditEntry, Grant
 
+from ..conftest import votes
 from ._factory import CREATED, LONG, PING, WORLD, adversarial_records, approval, ask
 from ._slack import check_home_view
+
+HOME_BLOCK_LIMIT = 100
+"""Slack refuses a Home view of more blocks than this."""
 
 BASE = "https://acme.slack.com/"
 
@@ -169,7 +172,7 @@ def test_grant_lines_list_each_grant_with_its_revoke_button() -> None:
     ]
     assert [b["block_id"] for b in revokes] == ["hb|g1|revoke", "hb|g2|revoke"]
     assert [b["accessory"]["value"] for b in revokes] == ["g1", "g2"]
-    assert "no standing grants" in str(grant_blocks([]))
+    assert "no standing grants" in _texts(render_home(waiting=[], decided=[], grants=[]))
 
 
 def test_many_grants_list_the_first_ones_and_say_how_many_more() -> None:
@@ -227,10 +230,7 @@ def test_only_a_home_view_makes_a_home_click() -> None:
 def test_a_vote_that_still_waits_reads_as_approved_not_denied() -> None:
     """Under a two-person rule a vote is an `answered` audit entry while the request stays
     pending (its answer unset): Recently decided says approved, waiting for more."""
-    # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-    from state._records import Vote
-
-    pending = replace(approval(), status="pending", votes=[Vote(user="U0BOB", at=CREATED)])
+    pending = replace(approval(), status="pending", votes=votes(("U0BOB", CREATED)))
     entry = AuditEntry(at=CREATED, action="answered", user="U0BOB", detail="approved 1 of 2")
     view = render_home(waiting=[], decided=[Decision(entry=entry, record=pending)])
     check_home_view(view)

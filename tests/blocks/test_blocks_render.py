@@ -16,13 +16,11 @@ from blocks import (
     render_closed,
     render_modal,
 )
-
-# The id scheme's bound: the longest id must fit Slack's limits.
-from blocks._ids import MAX_INTERACTION_ID
 from state import InteractionRecord
 
 from ._factory import (
     LONG,
+    LONGEST_INTERACTION_ID,
     PING,
     TEXTS,
     adversarial_records,
@@ -410,7 +408,7 @@ def test_many_long_payload_keys_on_a_generic_card() -> None:
 
 
 def test_the_longest_interaction_id_fits_private_metadata_and_block_ids() -> None:
-    rec = record("ask_user", {"question": "Which?"}, interaction_id="i" * MAX_INTERACTION_ID)
+    rec = record("ask_user", {"question": "Which?"}, interaction_id="i" * LONGEST_INTERACTION_ID)
     check_message(render_card(rec))
     view = render_modal(rec)
     check_view(view)

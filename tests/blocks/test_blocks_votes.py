@@ -10,8 +10,7 @@ from blocks import ACTION_APPROVE, render, render_card
 from state import InteractionRecord
 
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import Vote
-
+from ..conftest import votes
 from ._factory import approval
 from ._slack import check_message
 
@@ -33,7 +32,7 @@ def test_an_open_card_says_how_many_approvers_it_needs() -> None:
 
 
 def test_an_open_card_counts_the_approvals_and_keeps_its_buttons() -> None:
-    card = render_card(_two_person(votes=[Vote(user="U0BOB", at=1.0)]))
+    card = render_card(_two_person(votes=votes(("U0BOB", 1.0))))
     check_message(dict(card))
     assert "*1 of 2 approved:* <@U0BOB>" in _text(dict(card))
     assert ACTION_APPROVE in _text(dict(card))
@@ -50,7 +49,7 @@ def test_the_closed_card_names_every_approver() -> None:
         answer={"approved": True, "approvers": ["U0BOB", "U0CAROL"]},
         answered_by="U0CAROL",
         answered_at=2.0,
-        votes=[Vote(user="U0BOB", at=1.0), Vote(user="U0CAROL", at=2.0)],
+        votes=votes(("U0BOB", 1.0), ("U0CAROL", 2.0)),
     )
     card = render(record)
     check_message(dict(card))
@@ -65,7 +64,7 @@ def test_a_denial_after_an_approval_says_both() -> None:
         answer={"approved": False, "reason": "freeze"},
         answered_by="U0CAROL",
         answered_at=2.0,
-        votes=[Vote(user="U0BOB", at=1.0)],
+        votes=votes(("U0BOB", 1.0)),
     )
     card = render(record)
     check_message(dict(card))
@@ -74,7 +73,7 @@ def test_a_denial_after_an_approval_says_both() -> None:
 
 
 def test_a_stored_voter_that_is_not_a_user_id_is_shown_as_text() -> None:
-    card = render_card(_two_person(votes=[Vote(user="<!channel> *x*", at=1.0)]))
+    card = render_card(_two_person(votes=votes(("<!channel> *x*", 1.0))))
     check_message(dict(card))
     assert "<!channel>" not in _text(dict(card))
 

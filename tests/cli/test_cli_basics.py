@@ -1,4 +1,5 @@
-"""The command line itself: `--version`, and help for every option of every command."""
+"""The command line itself: `--version`, help for every option of every command, and the
+agent a `MODULE:ATTR` reference names."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import importlib.metadata
 import subprocess
 import sys
 
-# The argument parser, to check every command's help without a process each.
-from bot._cli import _parser
+import pytest
+
+from bot import chatops
+
+# The argument parser, to check every command's help without a process each, and the loading
+# of an agent reference (`handback run MODULE:ATTR`) with the error it raises, in this process.
+from bot._cli import AgentRefError, _parser, load_agent, main
 
 
 def test_version() -> None:
@@ -36,3 +42,23 @@ def test_every_option_of_every_command_has_help() -> None:
                     assert nested.description, f"{name} {sub}"
                     for option in nested._actions:
                         assert option.help, f"`handback {name} {sub} {option.dest}` has no help"
+
+
+def test_load_agent() -> None:
+    assert load_agent("bot.chatops:agent") is chatops.agent
+    for ref, expected in [
+        ("bot.chatops", "is not MODULE:ATTR"),
+        ("no_such_module_xyz:agent", "cannot import module `no_such_module_xyz`"),
+        ("bot.chatops:nope", "has no attribute `nope`"),
+        ("bot.chatops:fleet", "is a Fleet, not a bot.Agent"),
+    ]:
+        with pytest.raises(AgentRefError, match=expected):
+            load_agent(ref)
+
+
+def test_cli_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "run" in out and "dev" in out

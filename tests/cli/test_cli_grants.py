@@ -10,37 +10,18 @@ import pytest
 
 from state import AuditEntry, Grant, open_store
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
+from ..state.conftest import make_grant
 from .test_cli_views import handback
-
-
-def _grant(interaction_id: str, **fields: object) -> Grant:
-    now = time.time()
-    values: dict[str, object] = {
-        "grant_id": grant_id_for(interaction_id),
-        "tool": "deploy",
-        "scope": "thread",
-        "channel": "C0GENERAL",
-        "thread_ts": "1700000000.000100",
-        "granted_by": "U0BOB",
-        "created_at": now,
-        "expires_at": now + 3600,
-        "interaction_id": interaction_id,
-        "path": "granter.deploy",
-        "requesters": ("U0ALICE",),
-    }
-    values.update(fields)
-    return Grant(**values)  # type: ignore[arg-type]
 
 
 async def _fill(url: str) -> list[Grant]:
     now = time.time()
     grants = [
-        _grant("int_1"),
-        _grant("int_2", scope="channel", thread_ts=None, granted_by="U0CAROL", expires_at=now + 60),
-        _grant("int_3", created_at=now - 7200, expires_at=now - 3600),
+        make_grant("int_1"),
+        make_grant(
+            "int_2", scope="channel", thread_ts=None, granted_by="U0CAROL", expires_at=now + 60
+        ),
+        make_grant("int_3", created_at=now - 7200, expires_at=now - 3600),
     ]
     async with open_store(url) as store:
         for grant in grants:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bot.mcp import Backoff, MCPServer
+from bot.testing import OpenAICompatServer
 
 OPS_SERVER = str(Path(__file__).with_name("ops_server.py"))
 
@@ -65,6 +66,21 @@ def ops_in(directory: Path, *, state_key: str | None = None) -> Ops:
         refuse=directory / "refuse",
         state_key=state_key,
     )
+
+
+@pytest.fixture
+async def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[Any]:
+    """The scripted model behind `openai/scripted` in the config files (`config_files.Script`),
+    with the servers' environment (their call logs under `tmp_path`) set for the file's agent."""
+    # Here, not at the top: `config_files` imports this module.
+    from .config_files import Script, server_env
+
+    async with OpenAICompatServer(Script()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        for name, value in server_env(tmp_path).items():
+            monkeypatch.setenv(name, value)
+        yield server
 
 
 @pytest.fixture

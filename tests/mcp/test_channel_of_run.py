@@ -5,9 +5,7 @@ resume that names another channel is refused before anything runs. On both store
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,24 +18,12 @@ from .config_files import (
     DEPLOYS,
     GENERAL,
     OPS_TOOLS,
-    Script,
     calls,
     offered,
-    server_env,
     two_servers,
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[Any]:
-    async with OpenAICompatServer(Script()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        for name, value in server_env(tmp_path).items():
-            monkeypatch.setenv(name, value)
-        yield server
 
 
 async def _paused_in_deploys(path: Path, store_url: str) -> tuple[str, str]:

@@ -5,9 +5,7 @@ the MCP server once, counted on its side."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,19 +16,9 @@ from bot.playground import Playground
 from bot.testing import OpenAICompatServer
 from state import RULE_KEY, open_store
 
-from .config_files import DEPLOYS, GENERAL, LEADS, Script, calls, channel_rules, server_env
+from .config_files import DEPLOYS, GENERAL, LEADS, calls, channel_rules
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[Any]:
-    async with OpenAICompatServer(Script()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        for name, value in server_env(tmp_path).items():
-            monkeypatch.setenv(name, value)
-        yield server
 
 
 async def test_each_channel_gates_the_tool_with_its_own_rule_in_slack(

@@ -4,9 +4,7 @@ neither the model nor an approval can run a tool outside the channel's set."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,24 +20,12 @@ from .config_files import (
     GENERAL,
     OPS_TOOLS,
     TIX_TOOLS,
-    Script,
     calls,
     offered,
-    server_env,
     two_servers,
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[Any]:
-    async with OpenAICompatServer(Script()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        for name, value in server_env(tmp_path).items():
-            monkeypatch.setenv(name, value)
-        yield server
 
 
 async def test_in_each_channel_the_model_is_offered_only_that_channels_tools(

@@ -3,8 +3,6 @@ servers started, each channel offered its own tools; driven over the page's web 
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from bot.testing import OpenAICompatServer
 
 from ..mcp.config_files import GENERAL, TIX_TOOLS, offered, server_env, two_servers
 from .conftest import PageClient, bot_replies
-from .test_playground_dev_command import command, free_port, read_url
+from .dev_process import offline_env, read_url, start_dev, stop_dev
 
 pytestmark = pytest.mark.slow
 
@@ -33,25 +31,11 @@ async def test_handback_dev_runs_a_config_file_with_the_channels_tool_list(
     model = OpenAICompatServer(say_the_tools)
     async with model:
         path = two_servers(tmp_path)
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SLACK_"))}
-        env.pop("HANDBACK_STORE", None)
-        env |= server_env(tmp_path) | {
+        env = offline_env(**server_env(tmp_path)) | {
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": model.base_url,
         }
-        process = await asyncio.create_subprocess_exec(
-            *command(),
-            "dev",
-            str(path),
-            "--no-browser",
-            "--port",
-            str(port),
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await start_dev(str(path), cwd=tmp_path, env=env)
         try:
             url = await read_url(process)
             async with aiohttp.ClientSession() as session:
@@ -67,9 +51,7 @@ async def test_handback_dev_runs_a_config_file_with_the_channels_tool_list(
                     "U0ALICE", lambda s: next(iter(bot_replies(s, "my tools here:")), None)
                 )
         finally:
-            process.send_signal(2)  # Ctrl+C: the playground closes its MCP servers
-            async with asyncio.timeout(30):
-                await process.wait()
+            await stop_dev(process, seconds=30)
     expected = sorted(TIX_TOOLS | {"ops_status"})
     assert reply["thread_ts"] == sent["ts"]
     assert reply["text"] == "my tools here: " + ", ".join(expected)

@@ -14,11 +14,11 @@ from openai import AsyncOpenAI
 from bot import Agent, Cancel, OpenAIModel, chatops
 from bot.events import InteractionEvent, OutputEvent
 from bot.playground import EXAMPLES, demo_reply
-
-# The demo's version list is its own detail, not the playground's API: the card must offer it.
-from bot.playground._demo_model import RECENT_VERSIONS
 from bot.testing import OpenAICompatServer
 from state import open_store
+
+RECENT_VERSIONS = ["2.3", "2.2.1", "2.2", "2.1.4", "2.1", "2.0.1", "1.4.2", "1.4.1"]
+"""The versions the demo's version question offers, in its order."""
 
 
 @dataclass(kw_only=True)
@@ -114,7 +114,7 @@ async def test_bare_deploy_asks_service_environment_then_version_from_a_list(cha
     turn = await chat.answer(turn, "staging")
     assert turn.only.payload["question"] == "Which version of web should go to staging?"
     # More options than fit as buttons, so the card shows a select.
-    assert turn.only.payload["options"] == list(RECENT_VERSIONS)
+    assert turn.only.payload["options"] == RECENT_VERSIONS
     assert len(RECENT_VERSIONS) > 5
     turn = await chat.answer(turn, "2.2.1")
     assert turn.only.kind == "approval"

@@ -3,61 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
 import socket
-import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from .conftest import PageClient, bot_replies, element
+from .dev_process import free_port, offline_env, read_url, start_dev, stop_dev
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def command() -> list[str]:
-    script = Path(sys.executable).with_name("handback")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "bot._cli"]
-
-
-async def read_url(process: asyncio.subprocess.Process) -> str:
-    assert process.stdout is not None
-    async with asyncio.timeout(30):
-        while True:
-            line = (await process.stdout.readline()).decode()
-            if not line:
-                raise AssertionError("handback dev exited before printing its URL")
-            found = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-            if found:
-                return found.group(1)
-
-
 async def test_handback_dev_serves_one_approval_flow(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SLACK_"))}
-    env.pop("HANDBACK_STORE", None)
-    process = await asyncio.create_subprocess_exec(
-        *command(),
-        "dev",
-        "--no-browser",
-        "--port",
-        str(port),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_dev(cwd=tmp_path, port=port, env=offline_env())
     try:
         url = await read_url(process)
         assert url == f"http://127.0.0.1:{port}/"
@@ -100,30 +60,16 @@ async def test_handback_dev_serves_one_approval_flow(tmp_path: Path) -> None:
             assert "Approved* by <@U0BOB>" in str(updated["blocks"])
             assert element(updated, "hb:approve") is None
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-        async with asyncio.timeout(20):
-            out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    assert "stopped" in out.decode()
-    assert "Traceback" not in err.decode()
+        out, err = await stop_dev(process, seconds=20)
+    assert process.returncode == 0, err
+    assert "stopped" in out
+    assert "Traceback" not in err
     # The store lived in a temporary folder: nothing is left in the working directory.
     assert not any(tmp_path.iterdir())  # noqa: ASYNC240 - the process has exited
 
 
 async def test_handback_dev_names_a_bad_agent_in_one_line(tmp_path: Path) -> None:
-    process = await asyncio.create_subprocess_exec(
-        *command(),
-        "dev",
-        "--no-browser",
-        "--port",
-        str(free_port()),
-        "--agent",
-        "no_such_module:agent",
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_dev("--agent", "no_such_module:agent", cwd=tmp_path)
     async with asyncio.timeout(30):
         _, err = await process.communicate()
     assert process.returncode == 2
@@ -136,16 +82,7 @@ async def test_handback_dev_reports_a_busy_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = await asyncio.create_subprocess_exec(
-            *command(),
-            "dev",
-            "--no-browser",
-            "--port",
-            str(port),
-            cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await start_dev(cwd=tmp_path, port=port)
         async with asyncio.timeout(30):
             _, err = await process.communicate()
     assert process.returncode == 2

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# `handback dev`'s entry point, run in-process so the test controls its temp dir.
-from bot.playground._dev import main as dev_main
+from .dev_process import handback_main
 
 
 def test_handback_dev_without_a_writable_temp_dir_says_so(
@@ -19,7 +18,8 @@ def test_handback_dev_without_a_writable_temp_dir_says_so(
     blocked.write_text("")
     monkeypatch.setattr(tempfile, "tempdir", str(blocked))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    code = dev_main(port=0, open_browser=False)
+    # `handback dev` run in this process, so that the test controls its temp dir.
+    code = handback_main()(["dev", "--no-browser", "--port", "0"])
     err = capsys.readouterr().err
     assert code == 2
     assert "cannot listen" not in err

@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORTCODE = re.compile(r"""["' ]:([a-z0-9_+-]+):[ "']""")
+REACTION = re.compile(r'^[A-Z_]*REACTION\b[^=\n]*=\s*"([a-z0-9_+-]+)"', re.MULTILINE)
 
 
 def playground_emoji() -> set[str]:
@@ -31,8 +32,16 @@ def test_every_emoji_the_bot_sends_is_rendered_by_the_playground() -> None:
     assert sent - playground_emoji() == set()
 
 
-def test_the_working_reaction_is_rendered_too() -> None:
-    # The reaction the bot adds while it works, which the page must render too.
-    from bot.slack._drive import WORKING_REACTION
+def reactions_of_the_bot() -> set[str]:
+    """The reactions the bot adds: the code keeps each in a `*_REACTION` constant."""
+    found: set[str] = set()
+    for path in (ROOT / "bot").rglob("*.py"):
+        found |= set(REACTION.findall(path.read_text()))
+    return found
 
-    assert WORKING_REACTION in playground_emoji()
+
+def test_the_working_reaction_is_rendered_too() -> None:
+    # The reaction the bot adds while it works (and any other), which the page must render too.
+    reactions = reactions_of_the_bot()
+    assert "hourglass_flowing_sand" in reactions
+    assert reactions - playground_emoji() == set()

@@ -6,10 +6,7 @@ runs without a card. Counted on the server's side (`$HANDBACK_EXAMPLE_LOG`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +15,13 @@ import pytest
 
 from blocks import ACTION_APPROVE, ACTION_OPTION
 from bot import agent_from_file
-from bot.playground import Playground
-from bot.playground._example import example_agent, example_reply, is_example
+from bot.mcp import MCPServer
+from bot.playground import Playground, example_agent, example_reply
 from bot.playground.example_mcp import LOG_VARIABLE
 
 from ..mcp.conftest import until
 from .conftest import PageClient, bot_replies
-from .test_playground_dev_command import command, free_port, read_url
+from .dev_process import offline_env, read_url, start_dev, stop_dev
 
 pytestmark = pytest.mark.slow
 
@@ -94,7 +91,12 @@ async def test_the_example_servers_approval_and_question_cards_work_in_the_playg
 
 def test_the_example_config_file_runs_the_example_server() -> None:
     agent = agent_from_file(EXAMPLE_FILE)
-    assert is_example(agent)
+    # What the playground checks to let the offline model play the example's script.
+    assert any(
+        isinstance(toolset, MCPServer)
+        and list(toolset.command[-2:]) == ["-m", "bot.playground.example_mcp"]
+        for toolset in agent.toolsets
+    )
     assert agent.channel_rules is not None
     found, rule = agent.channel_rules.rule("C0GENERAL", "example_deploy")
     assert found and getattr(rule, "count", None) == 2
@@ -103,21 +105,8 @@ def test_the_example_config_file_runs_the_example_server() -> None:
 async def test_handback_dev_example_mcp_serves_the_example_server(tmp_path: Path) -> None:
     log = tmp_path / "calls" / "example.log"
     log.parent.mkdir()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SLACK_"))}
-    env.pop("HANDBACK_STORE", None)
-    env[LOG_VARIABLE] = str(log)
-    process = await asyncio.create_subprocess_exec(
-        *command(),
-        "dev",
-        "--example-mcp",
-        "--no-browser",
-        "--port",
-        str(port),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    process = await start_dev(
+        "--example-mcp", cwd=tmp_path, env=offline_env(**{LOG_VARIABLE: str(log)})
     )
     try:
         url = await read_url(process)
@@ -147,13 +136,10 @@ async def test_handback_dev_example_mcp_serves_the_example_server(tmp_path: Path
                 "U0ALICE", lambda s: next(iter(bot_replies(s, "deployed web 2.0 (was 1.9)")), None)
             )
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-        async with asyncio.timeout(30):
-            out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    assert "--example-mcp" in out.decode()
-    assert "the demo model scripts the chat-ops" not in out.decode()
+        out, err = await stop_dev(process, seconds=30)
+    assert process.returncode == 0, err
+    assert "--example-mcp" in out
+    assert "the demo model scripts the chat-ops" not in out
     assert _calls(log, "deploy") == [{"service": "web", "version": "2.0"}]
 
 

@@ -10,7 +10,9 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field
 
+# The error a tool raises on arguments it cannot read (no public name of its own).
 from bot import (
+    ArgumentsError,
     CallContext,
     Tool,
     UnknownInteraction,
@@ -18,9 +20,6 @@ from bot import (
     current_call,
     suspend,
 )
-
-# The error a tool raises on arguments it cannot read (no public name of its own).
-from bot._tool import ArgumentsError
 from state import Store
 
 from .conftest import (

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bot import Agent, Tool
-from bot._model import ModelResponse
+from bot import Agent, ModelResponse, Tool
 from bot.events import InteractionEvent
 from bot.testing import FunctionModel
 from state import Store

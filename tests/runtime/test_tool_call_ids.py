@@ -7,10 +7,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bot import Agent
-
 # A model of its own (fixed or missing ids) speaks the runtime's model protocol.
-from bot._model import ModelResponse, ToolCall
+from bot import Agent, ModelResponse, ToolCall
 from bot.tools import ask_user
 from state import Store
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,7 @@ from bot.tools import ask_user
 from state import RedisStore, SQLiteStore, Store
 
 # Raw keys and the database file: the test writes records as the previous layout did.
-from state._keys import RedisKeys
-from state._url import sqlite_path
-
+from ..state.conftest import raw_sqlite, redis_keys
 from .conftest import Crash, events_of, make_agent, script
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,7 +44,7 @@ def thread_model(messages: list[dict[str, Any]]) -> Any:
 async def write_raw(store: Store, url: str, run_id: str, status: str, rec: str) -> None:
     """Store a record exactly as the code before layout 2 wrote it."""
     if isinstance(store, SQLiteStore):
-        with sqlite3.connect(sqlite_path(url)) as conn:
+        with raw_sqlite(url) as conn:
             conn.execute(
                 "INSERT INTO runs (run_id, status, resumed_by, rec, keep_until)"
                 " VALUES (?, ?, NULL, ?, 1e12)",
@@ -58,7 +55,7 @@ async def write_raw(store: Store, url: str, run_id: str, status: str, rec: str) 
     assert isinstance(store, RedisStore)
     client = aioredis.Redis.from_url(url.split("?", 1)[0])
     try:
-        key = RedisKeys(store.prefix).run(run_id)
+        key = redis_keys(store).run(run_id)
         await client.hset(key, mapping={"rec": rec, "status": status})
     finally:
         await client.aclose()
@@ -69,7 +66,7 @@ async def stored_bytes(store: Store, url: str) -> int:
     every hash field name and value, list and string value, sorted set member and score)."""
     if isinstance(store, SQLiteStore):
         total = 0
-        with sqlite3.connect(sqlite_path(url)) as conn:
+        with raw_sqlite(url) as conn:
             tables = [
                 row[0]
                 for row in conn.execute(
@@ -226,14 +223,14 @@ async def test_racing_resumes_append_the_winners_messages_once(
 async def logged_messages(store: Store, url: str) -> int:
     """How many messages the store's transcript logs hold, every copy counted."""
     if isinstance(store, SQLiteStore):
-        with sqlite3.connect(sqlite_path(url)) as conn:
+        with raw_sqlite(url) as conn:
             chunks = [row[0] for row in conn.execute("SELECT messages FROM transcripts")]
         conn.close()
         return sum(len(chunk.split("\n")) for chunk in chunks)
     assert isinstance(store, RedisStore)
     client = aioredis.Redis.from_url(url.split("?", 1)[0])
     try:
-        fields = await client.hgetall(RedisKeys(store.prefix).transcripts)
+        fields = await client.hgetall(redis_keys(store).transcripts)
     finally:
         await client.aclose()
     return sum(int(v) for k, v in fields.items() if k.startswith(b"#"))

@@ -17,6 +17,9 @@ import pytest
 from blocks import ANYONE
 from bot import Agent
 from bot.slack import SlackBot, load_settings
+
+# How long the app reuses a user group's member list: no setting moves it, so the clock does.
+from bot.slack._policy import FRESH_WITHIN
 from bot.testing import FunctionModel
 from state import Store, open_store
 
@@ -41,6 +44,11 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+    def pass_fresh_reads(self) -> None:
+        """Move past what a user group's member list, once read, counts as fresh for: the
+        next claim or resume reads it again."""
+        self.advance(FRESH_WITHIN + 1)
 
 
 DRAIN_MOST = 120.0

@@ -16,6 +16,7 @@ from typing import Any, Literal, Self
 
 import aiohttp
 
+# The key prefix a store URL without one gets: the raw audit read looks for the processes' writes.
 from state._keys import DEFAULT_PREFIX
 
 from .._local_slack import ApiCall, ChangeKind, TestSlack

@@ -14,17 +14,20 @@ import pytest
 from slack_sdk.models.messages.chunk import Chunk
 
 from blocks import ACTION_APPROVE, escape
-from bot import Agent, Tool
-
-# A scripted streaming model, the refusals Slack gives a non-agent app and the stop watcher's
-# poll: the model interface and the Slack client's internals this file pins.
-from bot._model import ModelResponse
-from bot.slack._chat import NOT_AN_AGENT
-from bot.slack._drive import STOP_POLL
+from bot import Agent, ModelResponse, Tool
 
 from .._local_slack import ApiCall, TestSlack
 from . import agents
 from .conftest import ALICE, BOB, CHANNEL, BotFactory, calls_to
+
+NOT_AN_AGENT = ["missing_scope", "not_authorized", "unknown_method"]
+"""What Slack answers an app not declared as an agent (no `features.agent_view`, no
+`assistant:write`) for the agent methods."""
+
+STOP_LOOKS = 1.0
+"""Seconds in which the app has looked at a thread's stop mark at least once while a turn runs:
+a stop pressed anywhere ends the turn within a second (pinned in
+`test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim`)."""
 
 AGENT_METHODS = {
     "agents.sessions.setStatus",
@@ -192,7 +195,7 @@ async def test_a_failing_tool_is_an_error_task_and_its_output_is_escaped(
 
 # What Slack answers an app without `features.agent_view` is not on docs.slack.dev's method
 # pages we could read; each answer that says so (`NOT_AN_AGENT`) is pinned here.
-@pytest.mark.parametrize("refusal", sorted(NOT_AN_AGENT))
+@pytest.mark.parametrize("refusal", NOT_AN_AGENT)
 async def test_an_app_that_is_not_an_agent_falls_back_once_with_one_log_line(
     make_bot: BotFactory, slack: TestSlack, caplog: pytest.LogCaptureFixture, refusal: str
 ) -> None:
@@ -281,7 +284,7 @@ async def test_stop_ends_a_turn_in_a_slow_tool_within_a_second(
         gate.release.clear()
         await slack.post_user_message(ALICE, CHANNEL, "restart api", thread_ts=asked.ts)
         await asyncio.wait_for(gate.started.wait(), timeout=10)
-        await asyncio.sleep(3 * STOP_POLL)
+        await asyncio.sleep(STOP_LOOKS)
         gate.release.set()
         await h.bot.drain()
         assert h.texts(asked.ts)[-1] == "Tool said: restarted api"
@@ -314,7 +317,7 @@ async def test_a_resumed_turn_starts_from_the_stop_mark_read_with_its_claim(
             gate.started.clear()
             assert (await slack.click(BOB, h.card(asked.ts).ts, ACTION_APPROVE)).status == 200
             await asyncio.wait_for(gate.started.wait(), timeout=10)
-            await asyncio.sleep(3 * STOP_POLL)  # an older stop, if any, would have ended it
+            await asyncio.sleep(STOP_LOOKS)  # an older stop, if any, would have ended it
             assert slack.sessions[(CHANNEL, asked.ts)].status == "processing"
             pressed = time.monotonic()
             assert (await slack.press_stop(stopper, CHANNEL, asked.ts)).status == 200
@@ -363,28 +366,3 @@ async def test_stop_closes_the_open_card_and_cancels_its_run(
         assert [m.text for m in h.bot_replies(asked.ts) if m.chunks][-1] == (
             f"Stopped (stopped by <@{ALICE}>)."
         )
-
-
-@pytest.mark.parametrize(
-    ("reason", "shown"),
-    [
-        ("stopped by <@U0BOB>", "Stopped (stopped by <@U0BOB>)."),
-        ("<!channel> please", "Stopped (&lt;!channel&gt; please)."),
-        ("<@U0BOB|bob> <http://evil|ok>", "Stopped (&lt;@U0BOB|bob&gt; &lt;http://evil|ok&gt;)."),
-        ("<@u0bob> <#C0GENERAL>", "Stopped (&lt;@u0bob&gt; &lt;#C0GENERAL&gt;)."),
-    ],
-)
-def test_a_cancel_reason_keeps_only_plain_user_mentions(reason: str, shown: str) -> None:
-    from bot.events import OutputEvent
-    from bot.slack._drive import _reply_text
-
-    output = OutputEvent.model_validate(
-        {
-            "run_id": "r",
-            "path": "a",
-            "t0": 0,
-            "t1": 1,
-            "status": {"code": "cancelled", "reason": "cancelled", "message": reason},
-        }
-    )
-    assert _reply_text(output) == shown

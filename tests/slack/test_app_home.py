@@ -7,13 +7,7 @@ import asyncio
 from typing import Any
 
 from blocks import ACTION_APPROVE, ACTION_DENY_REASON
-
-# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
-from blocks._home import NOTICE_BLOCK
 from bot.slack import SlackBot, load_settings
-
-# The exact refusal text shown in the Home tab and recorded in the audit.
-from bot.slack._home import NOT_IN_HOME
 from state import InteractionRecord, RunRecord, open_store
 
 from .._local_slack import TestSlack, home_block_actions
@@ -21,6 +15,14 @@ from ..blocks._slack import check_home_view
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness, calls_to
 from .test_durable_store_errors import run_sql
+
+NOT_IN_HOME = (
+    "This request is not one you can answer from App Home; answer it on its card in the thread."
+)
+"""The exact refusal shown in the Home tab and recorded in the audit, word for word."""
+
+NOTICE_BLOCK = "hb-notice"
+"""The block id of the notice on top of a Home view (a new notice replaces the last one)."""
 
 
 def _listed(view: dict[str, Any] | None) -> set[str]:

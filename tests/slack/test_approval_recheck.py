@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from blocks import ACTION_APPROVE
-
-# How long a user-group read counts as fresh: the clock is moved just past it.
-from bot.slack._policy import FRESH_WITHIN
 from state import AuditEntry
 
 from ..conftest import answer_only
@@ -21,7 +18,7 @@ NOTE = f"<@{BOB}>'s approval was withdrawn: no longer on the approvers list"
 def regroup(h: Harness, members: list[str]) -> None:
     """The ops group now has `members`; time moves past what a fresh read of it may be."""
     h.slack.usergroups["S0OPS"] = members
-    h.clock.advance(FRESH_WITHIN + 1)
+    h.clock.pass_fresh_reads()
 
 
 def shown(h: Harness, channel: str, ts: str) -> str:
@@ -67,7 +64,7 @@ async def test_approvers_still_on_the_list_resume_at_once(make_bot: BotFactory) 
         asked = await h.mention(ALICE, "deploy api and web")
         api, web = h.cards(asked.ts)
         await h.click(BOB, api.ts, ACTION_APPROVE)
-        h.clock.advance(FRESH_WITHIN + 1)  # Bob's fresh read is too old for Carol's claim
+        h.clock.pass_fresh_reads()  # Bob's fresh read is too old for Carol's claim
         lookups = len(calls_to(h.slack, "usergroups.users.list"))
         await h.click(CAROL, web.ts, ACTION_APPROVE)
         assert sorted(d["service"] for d in agents.DEPLOYS) == ["api", "web"]

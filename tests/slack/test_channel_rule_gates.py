@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from bot import Agent, Approval, Tool
-from bot.slack import ConfigError, load_settings
-from bot.slack._gates import check_gates
-from bot.slack._settings import Settings
+from bot.slack import ConfigError, Settings, check_agent, load_settings
 from bot.testing import FunctionModel
 
 
@@ -46,9 +44,9 @@ def _agent(rule: bool | Approval) -> Agent:
 def test_a_channel_rule_nobody_can_give_stops_the_start() -> None:
     # The tool's own rule names bob; in C0PROD it is `True`, with no approvers anywhere.
     with pytest.raises(ConfigError, match="nobody may approve `deploy`"):
-        check_gates(_agent(True), _settings())
+        check_agent(_agent(True), _settings())
 
 
 def test_a_channel_rule_someone_can_give_starts() -> None:
-    check_gates(_agent(Approval(approvers=["S0LEADS"], count=2)), _settings())
-    check_gates(_agent(True), _settings(handback_approvers=["U0CAROL"]))
+    check_agent(_agent(Approval(approvers=["S0LEADS"], count=2)), _settings())
+    check_agent(_agent(True), _settings(handback_approvers=["U0CAROL"]))

@@ -6,7 +6,6 @@ gone is told: a click is acked and its person told nothing happened, an event is
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,10 +16,10 @@ from blocks import ACTION_APPROVE
 from bot.slack import SlackBot, load_settings
 from state import RunRecord, StopGuard, StoreError, open_store
 
-# Writes to the SQLite file behind the store's back, as another process would.
-from state._url import sqlite_path
-
 from .._local_slack import TestSlack
+
+# Writes to the SQLite file behind the store's back, as another process would.
+from ..state.conftest import raw_sqlite
 from . import agents
 from .agents import DEPLOYS, approval_agent
 from .conftest import ALICE, BOB, CHANNEL, BotFactory
@@ -83,7 +82,7 @@ async def test_a_failed_final_save_is_retried_not_reported_as_a_failed_run(
 
 
 def run_sql(url: str, sql: str) -> None:
-    conn = sqlite3.connect(sqlite_path(url))
+    conn = raw_sqlite(url)
     try:
         with conn:
             conn.execute(sql)

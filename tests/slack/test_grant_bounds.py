@@ -6,7 +6,7 @@ does not run) and an audit entry; each use is audited with its requester, argume
 
 from __future__ import annotations
 
-import io
+import asyncio
 import json
 import re
 from dataclasses import replace
@@ -15,17 +15,11 @@ from typing import Any
 
 from blocks import ACTION_APPROVE, ACTION_GRANT
 from bot import Agent, Approval, Tool
-
-# `handback grants` without a subprocess, and how long a user-group read counts as fresh.
-from bot._admin import print_grants
-from bot.slack._policy import FRESH_WITHIN
 from bot.testing import FunctionModel
 from state import AuditEntry, Grant
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
-from ..state.conftest import overwrite_raw
+from ..cli.test_cli_views import handback
+from ..state.conftest import grant_id, overwrite_raw
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Harness
 
@@ -262,7 +256,7 @@ async def test_a_grant_whose_giver_left_the_approvers_is_a_card_and_says_nothing
         grant = await _grant_in(h, asked.ts)
         # Bob leaves the group; the bot's cached membership still has him.
         h.slack.usergroups["S0OPS"] = [CAROL]
-        h.clock.advance(FRESH_WITHIN + 1)
+        h.clock.pass_fresh_reads()
 
         await h.reply(ALICE, asked.ts, "deploy again")
         assert len(agents.DEPLOYS) == 1
@@ -281,7 +275,7 @@ async def _plant_old_grant(h: Harness, store_url: str, thread: str) -> Grant:
     tool name, no path, no requesters) in `thread`, times moved to now."""
     data = json.loads(OLD_GRANT.read_text())
     data.update(
-        grant_id=grant_id_for("int_old"),
+        grant_id=grant_id("int_old"),
         thread_ts=thread,
         created_at=h.clock(),
         expires_at=h.clock() + 3600,
@@ -308,12 +302,13 @@ async def test_a_grant_stored_before_bounds_is_never_used_and_is_listed_for_rene
         [refused] = await _refusals(h, old.grant_id)
         assert "stored before grants were bound" in refused.detail
 
-        out = io.StringIO()
-        await print_grants(store_url, limit=10, as_json=False, out=out)
-        assert old.grant_id in out.getvalue() and "needs renewal" in out.getvalue()
-        out = io.StringIO()
-        await print_grants(store_url, limit=10, as_json=True, out=out)
-        assert json.loads(out.getvalue())["needs_renewal"] is True
+        listed = await asyncio.to_thread(handback, "grants", "--store", store_url, "--limit", "10")
+        assert listed.returncode == 0, listed.stderr
+        assert old.grant_id in listed.stdout and "needs renewal" in listed.stdout
+        args = ("grants", "--store", store_url, "--limit", "10", "--json")
+        as_json = await asyncio.to_thread(handback, *args)
+        assert as_json.returncode == 0, as_json.stderr
+        assert json.loads(as_json.stdout)["needs_renewal"] is True
 
         assert (await h.slack.open_home(BOB)).status == 200
         await h.bot.drain()

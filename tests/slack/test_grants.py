@@ -4,8 +4,7 @@ every use is audited, and a grant never approves for someone who shaped the turn
 
 from __future__ import annotations
 
-import io
-import sqlite3
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,17 +13,14 @@ from typing import Any
 import pytest
 
 from blocks import ACTION_APPROVE, ACTION_GRANT, ACTION_REVOKE
-
-# `handback audit` without a subprocess, the revoke the Revoke button makes, and raw Redis
-# keys and SQLite rows corrupted behind the store's back.
-from bot._admin import print_audit
 from bot.slack import SlackBot, load_settings
-from bot.slack._grants import revoke_grant
-from state import Grant, RedisStore, SQLiteStore, StoreError, open_store
-from state._keys import RedisKeys
-from state._url import sqlite_path
+from state import Grant, RedisStore, StoreError, open_store
 
 from .._local_slack import Message, TestSlack
+from ..cli.test_cli_views import handback
+
+# Grant records corrupted behind the store's back.
+from ..state.conftest import overwrite_raw
 from . import agents
 from .conftest import ALICE, BOB, CAROL, DAVE, BotFactory, Clock, Harness
 
@@ -108,9 +104,9 @@ async def test_a_thread_grant_runs_the_next_deploys_there_without_a_card(
         assert len(uses) == 2 and all(e.user == BOB for e in uses)
         granted = [e for e in audit if e.action == "granted"]
         assert len(granted) == 1 and granted[0].user == BOB
-        out = io.StringIO()
-        await print_audit(store_url, limit=100, output="table", out=out)
-        printed = out.getvalue()
+        listed = await asyncio.to_thread(handback, "audit", "--store", store_url, "--limit", "100")
+        assert listed.returncode == 0, listed.stderr
+        printed = listed.stdout
         assert printed.count(f"under standing grant {grant.grant_id}") == 2
         assert printed.count(f"standing grant {grant.grant_id}: `deploy`") == 1
 
@@ -140,13 +136,18 @@ async def test_after_the_grant_expires_a_card_is_back(make_bot: BotFactory) -> N
         assert await h.store.active_grants(now=h.clock()) == []
 
 
-async def test_after_a_revoke_a_card_is_back(make_bot: BotFactory) -> None:
+async def test_after_a_revoke_a_card_is_back(make_bot: BotFactory, store_url: str) -> None:
     async with make_bot(agents.grant_agent) as h:
         thread, grant = await _granted_thread(h)
-        claim = await revoke_grant(h.store, grant.grant_id, by=DAVE, now=h.clock())
-        assert claim.won and claim.grant is not None and claim.grant.revoked_by == DAVE
-        again = await revoke_grant(h.store, grant.grant_id, by=DAVE, now=h.clock())
-        assert not again.won
+        # `handback grants revoke`: the revoke an operator makes (the Revoke button's is below).
+        revoke = ("grants", "revoke", grant.grant_id, "--by", DAVE, "--store", store_url)
+        done = await asyncio.to_thread(handback, *revoke)
+        assert done.returncode == 0, done.stderr
+        assert f"Revoked grant {grant.grant_id}" in done.stdout
+        revoked = await h.store.get_grant(grant.grant_id)
+        assert revoked is not None and revoked.revoked_by == DAVE
+        again = await asyncio.to_thread(handback, *revoke)
+        assert again.returncode == 1 and f"already revoked by {DAVE}" in again.stdout
         await h.reply(ALICE, thread, "deploy again")
         assert len(h.cards(thread)) == 2
         assert agents.DEPLOYS == [DEV_DEPLOY]
@@ -182,14 +183,8 @@ async def test_a_grant_by_someone_no_longer_an_approver_is_not_used(
 async def test_an_unreadable_grant_approves_nothing(make_bot: BotFactory, store_url: str) -> None:
     async with make_bot(agents.grant_agent) as h:
         thread, grant = await _granted_thread(h)
-        if isinstance(h.store, RedisStore):
-            keys = RedisKeys(h.store.prefix, cluster=h.store.cluster)
-            await h.store._live().hset(keys.grant(grant.grant_id), "rec", "{not json")
-        else:
-            assert isinstance(h.store, SQLiteStore)
-            with sqlite3.connect(sqlite_path(store_url)) as conn:
-                conn.execute("UPDATE grants SET rec = '[]' WHERE grant_id = ?", (grant.grant_id,))
-            conn.close()
+        unreadable = "{not json" if isinstance(h.store, RedisStore) else "[]"
+        await overwrite_raw(h.store, store_url, "grants", grant.grant_id, unreadable)
         await h.reply(ALICE, thread, "deploy again")
         assert len(h.cards(thread)) == 2
         assert agents.DEPLOYS == [DEV_DEPLOY]

@@ -11,9 +11,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import Agent, Tool
-
-# Drives the bot's Slack client directly: its response_url check has no public entry point.
-from bot.slack._chat import Chat
 from bot.testing import FunctionModel
 
 from .._local_slack import TestSlack
@@ -79,20 +76,3 @@ async def test_a_command_where_the_bot_is_not_a_member_runs_nothing_and_says_how
         [opening] = [m for m in h.slack.bot_messages() if m.thread_ts is None]
         assert opening.text == f"<@{ALICE}> ran /deploy service=api version=2.3 environment=prod"
         assert h.texts(opening.ts)[-1] == "Deployed api 2.3 to prod."
-
-
-async def test_a_response_url_is_answered_only_at_slack(slack: TestSlack) -> None:
-    chat = Chat(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
-    assert await chat.respond(slack.response_url(CHANNEL, ALICE), "to Slack")
-    assert [e.text for e in slack.ephemerals_for(ALICE)] == ["to Slack"]
-    async with TestSlack() as elsewhere:
-        other = elsewhere.response_url(CHANNEL, ALICE)
-        assert not await chat.respond(other, "to someone else")
-        assert elsewhere.ephemerals == []
-    for hostile in (
-        "http://hooks.slack.com/commands/T0/1/x",
-        "https://hooks.slack.com.evil.example/commands/T0/1/x",
-        "https://user@hooks.slack.com/commands/T0/1/x",
-        "not a url",
-    ):
-        assert not await chat.respond(hostile, "no")

@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from blocks import ACTION_APPROVE
 
-# Reads and bumps the process's Prometheus registry, as `/metrics` serves it.
+# How a refusal's words map to an outcome label is a unit of the metrics module: bumped and read in
+# this process's registry (the one `/metrics` serves), with no process to scrape.
 from bot._metrics import REGISTRY, answer_refused
 
 from .._local_slack import TestSlack
@@ -133,9 +134,17 @@ async def test_a_worker_serves_metrics_on_its_health_port(redis_store_url: str) 
         assert value(on_worker, "handback_work_items_total", kind="event", outcome="done") == 1
         assert value(on_worker, "handback_inbox_items") == 0
         assert value(on_worker, "handback_inbox_wait_seconds_count", kind="event") == 1
-        # A web-only process takes nothing with its inbox writes: its worker does not run.
-        assert value(on_web, "handback_work_taken_total", kind="event", by="record") == 0
+        # A web-only process takes nothing: its worker does not run.
+        assert value(on_web, "handback_work_taken_total", kind="event", by="take") == 0
         assert value(on_worker, "handback_work_taken_total", kind="event", by="take") == 1
+        # A worker gets an item by its own take and no other way (the only `by` documented).
+        taken_by = {
+            dict(labels)["by"]
+            for samples in (on_web, on_worker)
+            for name, labels in samples
+            if name == "handback_work_taken_total"
+        }
+        assert taken_by == {"take"}
 
 
 @pytest.mark.parametrize(

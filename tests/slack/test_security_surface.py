@@ -13,13 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from blocks import ACTION_APPROVE, ACTION_EDIT
-
-# Kept out of `blocks.__all__` (only the Slack app's internals use it): pinned here directly.
-from blocks._home import NOTICE_BLOCK
 from bot import Agent, Tool
-
-# The exact refusal text a person is shown, pinned so the attacker learns nothing more.
-from bot.slack._refusal import NOT_YOURS
 from bot.testing import FunctionModel
 from state import AuditEntry
 
@@ -27,6 +21,12 @@ from .._local_slack import home_block_actions, payload_user
 from . import agents
 from .conftest import ALICE, BOB, CAROL, CHANNEL, DAVE, BotFactory, Harness
 from .test_edit_approval import RAN, _values, editable_agent
+
+NOT_YOURS = "This is not a request you can see, so you cannot answer it."
+"""The whole refusal a person is shown, word for word, so the attacker learns nothing more."""
+
+NOTICE_BLOCK = "hb-notice"
+"""The block id of the notice on top of a Home view."""
 
 PRIVATE = "C0PRIVATE"
 """A private channel (its id starts with C, as new private channels' do in Slack)."""

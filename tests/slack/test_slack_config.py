@@ -9,9 +9,6 @@ from pathlib import Path
 import pytest
 
 from bot import chatops
-
-# The command line itself: its agent loading and `main` are what this file pins.
-from bot._cli import AgentRefError, load_agent, main
 from bot.slack import AnswerPolicy, ConfigError, Settings, load_settings
 from state import InteractionRecord
 
@@ -132,18 +129,6 @@ def test_missing_bot_token(env: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
-def test_load_agent() -> None:
-    assert load_agent("bot.chatops:agent") is chatops.agent
-    for ref, expected in [
-        ("bot.chatops", "is not MODULE:ATTR"),
-        ("no_such_module_xyz:agent", "cannot import module `no_such_module_xyz`"),
-        ("bot.chatops:nope", "has no attribute `nope`"),
-        ("bot.chatops:fleet", "is a Fleet, not a bot.Agent"),
-    ]:
-        with pytest.raises(AgentRefError, match=expected):
-            load_agent(ref)
-
-
 def _handback(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
@@ -186,14 +171,6 @@ def test_cli_fails_with_one_line(
     assert result.stderr.count("\n") == 1
     if expected is not None:
         assert result.stderr == expected
-
-
-def test_cli_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["--help"])
-    assert exited.value.code == 0
-    out = capsys.readouterr().out
-    assert "run" in out and "dev" in out
 
 
 async def test_policy_groups_and_rules() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from blocks import ACTION_APPROVE
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
-# Reads the process's Prometheus registry: the ack latency metric has no other reader in process.
-from bot._metrics import REGISTRY
+from blocks import ACTION_APPROVE
 from bot.slack import SlackBot, load_settings
 from state import open_store
 
@@ -16,10 +16,19 @@ from . import agents
 from .conftest import ALICE, BOB, CHANNEL
 
 
-def _acks(kind: str) -> float:
-    """Socket Mode envelopes of `kind` whose ack was timed so far in this process."""
-    found = REGISTRY.get_sample_value("handback_socket_mode_ack_seconds_count", {"type": kind})
-    return found or 0.0
+async def _acks(bot: SlackBot) -> dict[str, float]:
+    """Socket Mode envelopes whose ack was timed so far in this process, by type, as the bot's
+    `GET /metrics` serves them."""
+    async with TestClient(TestServer(bot.web_app(health_only=True))) as client:
+        response = await client.get("/metrics")
+        assert response.status == 200
+        text = await response.text()
+    return {
+        sample.labels["type"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "handback_socket_mode_ack_seconds_count"
+    }
 
 
 async def test_mention_card_click_and_modal_errors_over_socket_mode(
@@ -34,12 +43,12 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
     )
     assert settings.socket_mode and settings.slack_signing_secret is None
     slack.delivery = "socket"
-    acked = {kind: _acks(kind) for kind in ("events_api", "interactive")}
     stop = asyncio.Event()
     async with (
         open_store(store_url) as store,
         SlackBot(agent=agents.approval_agent, store=store, settings=settings, loops=False) as bot,
     ):
+        acked = await _acks(bot)  # before the socket connects: nothing of this test yet
         connection = asyncio.create_task(bot.run_socket_mode(slack.app_token, stop))
         try:
             await slack.wait_for(lambda: slack.socket_connected)
@@ -61,8 +70,9 @@ async def test_mention_card_click_and_modal_errors_over_socket_mode(
             answers = [m.text for m in slack.bot_messages(thread_ts=asked.ts) if not m.blocks]
             assert answers == ["Tool said: deployed api to prod"]
             # Every envelope's ack is timed: the mention, two clicks and the modal submission.
-            assert _acks("events_api") >= acked["events_api"] + 1
-            assert _acks("interactive") >= acked["interactive"] + 3
+            now = await _acks(bot)
+            assert now.get("events_api", 0.0) >= acked.get("events_api", 0.0) + 1
+            assert now.get("interactive", 0.0) >= acked.get("interactive", 0.0) + 3
         finally:
             stop.set()
             await connection

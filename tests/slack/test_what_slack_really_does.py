@@ -1,6 +1,7 @@
 """What Slack really does, and the bot handles: the `ssl_check` of a command's Request URL, the
 `stopped_by_user` of a stream after the stop button (in a turn, and through the bot during a
-streamed answer), `chat.update`'s text limit, rate-limited stream starts."""
+streamed answer), `chat.update`'s text limit, rate-limited stream starts, response URLs that
+only Slack's own host answers, and the mrkdwn a cancel reason may keep."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import Agent
+from bot import Agent, ModelResponse
+from bot.events import OutputEvent
 
 # The bot's Slack client and agent turn, driven directly against what Slack really answers.
-from bot._model import ModelResponse
 from bot.slack._chat import MAX_UPDATE_TEXT, Chat
 from bot.slack._session import FLUSH_CHARS, AgentTurn
 from state import open_store
@@ -176,3 +177,47 @@ async def test_a_stop_during_a_streamed_answer_ends_it_once_through_the_bot(
     assert "and it is back" not in " ".join(m.text for m in replies)
     assert replies[-1].text == f"Stopped by <@{ALICE}>."
     assert slack.sessions[(CHANNEL, asked.ts)].status == "active"  # out of `processing`
+
+
+async def test_a_response_url_is_answered_only_at_slack(slack: TestSlack) -> None:
+    # The bot's Slack client itself: its check of a response_url has no public entry point.
+    chat = Chat(_client(slack))
+    assert await chat.respond(slack.response_url(CHANNEL, ALICE), "to Slack")
+    assert [e.text for e in slack.ephemerals_for(ALICE)] == ["to Slack"]
+    async with TestSlack() as elsewhere:
+        other = elsewhere.response_url(CHANNEL, ALICE)
+        assert not await chat.respond(other, "to someone else")
+        assert elsewhere.ephemerals == []
+    for hostile in (
+        "http://hooks.slack.com/commands/T0/1/x",
+        "https://hooks.slack.com.evil.example/commands/T0/1/x",
+        "https://user@hooks.slack.com/commands/T0/1/x",
+        "not a url",
+    ):
+        assert not await chat.respond(hostile, "no")
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ("stopped by <@U0BOB>", "Stopped (stopped by <@U0BOB>)."),
+        ("<!channel> please", "Stopped (&lt;!channel&gt; please)."),
+        ("<@U0BOB|bob> <http://evil|ok>", "Stopped (&lt;@U0BOB|bob&gt; &lt;http://evil|ok&gt;)."),
+        ("<@u0bob> <#C0GENERAL>", "Stopped (&lt;@u0bob&gt; &lt;#C0GENERAL&gt;)."),
+    ],
+)
+def test_a_cancel_reason_keeps_only_plain_user_mentions(reason: str, shown: str) -> None:
+    # The reply a run's end makes, as a unit: Slack renders `<!channel>` as a ping and
+    # `<http://…|ok>` as a disguised link, so only a plain user mention may survive a reason.
+    from bot.slack._drive import _reply_text
+
+    output = OutputEvent.model_validate(
+        {
+            "run_id": "r",
+            "path": "a",
+            "t0": 0,
+            "t1": 1,
+            "status": {"code": "cancelled", "reason": "cancelled", "message": reason},
+        }
+    )
+    assert _reply_text(output) == shown

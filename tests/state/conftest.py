@@ -13,8 +13,19 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from state import InteractionRecord, RedisStore, RunRecord, SQLiteStore, Store
+from state import Grant, InteractionRecord, RedisStore, RunRecord, SQLiteStore, Store
+
+# The id the Slack app gives the grant of an approval (the same on each retry of the click) is
+# its internal, kept out of `state.__all__`: grants built here carry the id the app would give.
+from state._grant import grant_id_for
+
+# The store's raw side, for the tests that write or read behind its back (a corrupt record, an
+# old layout): its key names and the file or server behind a URL, from here only.
 from state._keys import RedisKeys
+
+# The turn a worker claims with an answer, and the thread lease it names, are the Slack app's
+# coordination records (kept out of `state.__all__`): the store tests build them here only.
+from state._records import ThreadLease, TurnClaim
 from state._url import redis_options, sqlite_path
 
 from ..conftest import IN_CI
@@ -48,6 +59,47 @@ def make_interaction(
     return InteractionRecord(interaction_id=interaction_id, run_id=run_id, **values)
 
 
+def make_turn(
+    run_id: str = "run-1",
+    child_id: str = "run-child",
+    *,
+    owner: str = "worker-a",
+    channel: str = "C1",
+    thread_ts: str = "1700000000.000100",
+    lease_ttl: float = 30,
+) -> TurnClaim:
+    """The turn `owner` claims with the answer that resumes `run_id` (as `child_id`), under the
+    lease of its thread for `lease_ttl` seconds."""
+    lease = ThreadLease(channel=channel, thread_ts=thread_ts, owner=owner)
+    return TurnClaim(run_id=run_id, child_id=child_id, lease=lease, lease_ttl=lease_ttl)
+
+
+def grant_id(interaction_id: str) -> str:
+    """The id of the grant given with the approval of `interaction_id`."""
+    return grant_id_for(interaction_id)
+
+
+def make_grant(interaction_id: str = "ix-1", **fields: Any) -> Grant:
+    """A standing grant for `deploy` in one thread, given by Bob on `interaction_id` for Alice's
+    requests, an hour long from now; `fields` replace any of that."""
+    now = time.time()
+    values: dict[str, Any] = {
+        "grant_id": grant_id(interaction_id),
+        "tool": "deploy",
+        "scope": "thread",
+        "channel": "C0GENERAL",
+        "thread_ts": "1700000000.000100",
+        "granted_by": "U0BOB",
+        "created_at": now,
+        "expires_at": now + 3600,
+        "interaction_id": interaction_id,
+        "path": "granter.deploy",
+        "requesters": ("U0ALICE",),
+    }
+    values.update(fields)
+    return Grant(**values)
+
+
 async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str) -> str:
     """Replace the stored JSON of one run (`runs`), interaction (`interactions`) or grant
     (`grants`) with `raw`.
@@ -71,21 +123,23 @@ async def overwrite_raw(store: Store, url: str, table: str, ident: str, raw: str
     return f"{table}/{ident}"
 
 
-async def read_raw(store: Store, url: str, ident: str) -> str:
-    """The stored JSON of one interaction, as the store wrote it."""
+async def read_raw(store: Store, url: str, ident: str, table: str = "interactions") -> str:
+    """The stored JSON of one interaction (or run: `runs`; or grant: `grants`), as the store
+    wrote it."""
     if isinstance(store, RedisStore):
+        keys = redis_keys(store)
+        key = {"runs": keys.run, "grants": keys.grant}.get(table, keys.interaction)(ident)
         client = raw_client(url)
         try:
-            raw = await client.hget(redis_keys(store).interaction(ident), "rec")
+            raw = await client.hget(key, "rec")
         finally:
             await client.aclose()
         assert isinstance(raw, bytes)
         return raw.decode()
     assert isinstance(store, SQLiteStore)
+    column = {"runs": "run_id", "grants": "grant_id"}.get(table, "interaction_id")
     with sqlite3.connect(sqlite_path(url)) as conn:
-        (raw,) = conn.execute(
-            "SELECT rec FROM interactions WHERE interaction_id = ?", (ident,)
-        ).fetchone()
+        (raw,) = conn.execute(f"SELECT rec FROM {table} WHERE {column} = ?", (ident,)).fetchone()
     conn.close()
     return str(raw)
 

@@ -14,6 +14,8 @@ from blocks import InvalidAnswer
 # The one validator behind both ends (the card's and the runtime's), compared directly.
 from blocks._validate import validate
 from bot import InvalidResumeValue, UsageError
+
+# The runtime's end of the same validator (what a resume and `suspend()` check), compared too.
 from bot._schema import check_answer, check_schema
 from state import AnswerSchemaError, PendingInteraction, schema_errors
 

@@ -14,9 +14,7 @@ import pytest
 from state import CorruptRecordError, Inbox, SQLiteStore, Store, UsageError, WorkItem
 
 # Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import Vote
-
-from ..conftest import answer_only
+from ..conftest import answer_only, votes
 from .conftest import make_interaction, overwrite_raw
 
 LEASE = 0.2
@@ -289,7 +287,7 @@ async def test_an_item_about_an_interaction_comes_with_it(store: Store) -> None:
     """A click names the interaction it is about; whoever takes the item gets that interaction
     read in a round trip the item makes anyway (no read of its own), as stored no earlier than
     the item was added and no later than it was taken; a retry reads it itself."""
-    record = make_interaction("ix-about", votes=[Vote(user="U0BOB", at=1.5)])
+    record = make_interaction("ix-about", votes=votes(("U0BOB", 1.5)))
     await store.add_interactions([record])
     clicked = await store.enqueue("action", {"n": 1}, about="ix-about")
     missing = await store.enqueue("action", {"n": 2}, about="ix-nobody-added")

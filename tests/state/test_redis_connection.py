@@ -23,14 +23,8 @@ from state import (
     open_store,
 )
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
-# Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import ThreadLease, TurnClaim
-
 from ..conftest import answer_only
-from .conftest import make_interaction, make_run
+from .conftest import grant_id, make_interaction, make_run, make_turn
 
 
 @pytest.fixture(params=["redis", "cluster"])
@@ -220,12 +214,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
         answered_by="U",
         now=2.0,
         audit=AuditEntry(at=2.0, action="answered"),
-        turn=TurnClaim(
-            run_id="run-3",
-            child_id="child",
-            lease=ThreadLease(channel="C2", thread_ts="2.2", owner="a"),
-            lease_ttl=60,
-        ),
+        turn=make_turn("run-3", "child", owner="a", channel="C2", thread_ts="2.2", lease_ttl=60),
     )
     assert answered.won and answered.run is not None
     assert await any_redis_store.acquire_thread("C1", "1.1", owner="a", ttl=60)
@@ -252,7 +241,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     now = time.time()
     await any_redis_store.add_interactions([make_interaction("ix-6", run_id="run-5")])
     grant = Grant(
-        grant_id=grant_id_for("ix-5"),
+        grant_id=grant_id("ix-5"),
         tool="t",
         scope="thread",
         channel="C1",

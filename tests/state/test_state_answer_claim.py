@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
-# Coordination records, kept out of `state.__all__`: this test pins the store's side.
 from state import AuditEntry, Store, ThreadStop
 
-# Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import ThreadLease, TurnClaim
-
 from ..conftest import answer_only
-from .conftest import make_interaction, make_run
+from .conftest import make_interaction, make_run, make_turn
+
+if TYPE_CHECKING:
+    # The turn is a coordination record; its type comes with the helper that builds it.
+    from .conftest import TurnClaim
 
 CHANNEL, THREAD = "C1", "1700000000.000100"
 
@@ -23,8 +24,7 @@ def _entry(user: str = "U1") -> AuditEntry:
 
 
 def _turn(owner: str = "worker-a", child: str = "run-child") -> TurnClaim:
-    lease = ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner=owner)
-    return TurnClaim(run_id="run-1", child_id=child, lease=lease, lease_ttl=30)
+    return make_turn("run-1", child, owner=owner, channel=CHANNEL, thread_ts=THREAD)
 
 
 async def _paused_with(store: Store, *interaction_ids: str) -> None:
@@ -80,8 +80,7 @@ async def test_the_claim_reads_the_threads_stop_mark_with_it(store: Store) -> No
     await store.add_interactions([make_interaction("ix-2", "run-2")])
     mark = ThreadStop(user="U2", at=1700000000.5, event_id="Ev2")
     await store.stop_thread(CHANNEL, THREAD, mark)
-    lease = ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner="worker-a")
-    turn = TurnClaim(run_id="run-2", child_id="run-2-child", lease=lease, lease_ttl=30)
+    turn = make_turn("run-2", "run-2-child", owner="worker-a", channel=CHANNEL, thread_ts=THREAD)
     claim = await store.answer_and_claim(
         "ix-2", answer="sqlite", answered_by="U1", now=time.time(), audit=_entry(), turn=turn
     )

@@ -14,32 +14,15 @@ import pytest
 
 from state import AuditEntry, Grant, GrantStore, Store
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
-from .conftest import make_interaction, make_run, overwrite_raw
+from .conftest import grant_id, make_grant, make_interaction, make_run, overwrite_raw
 
 CHANNEL, THREAD, OTHER_THREAD = "C1", "1700000000.000100", "1700000000.000200"
 
 
 def _grant(interaction_id: str = "ix-1", **fields: Any) -> Grant:
-    now = time.time()
-    values: dict[str, Any] = {
-        "grant_id": grant_id_for(interaction_id),
-        "tool": "deploy",
-        "scope": "thread",
-        "channel": CHANNEL,
-        "thread_ts": THREAD,
-        "granted_by": "U0BOB",
-        "created_at": now,
-        "expires_at": now + 3600,
-        "interaction_id": interaction_id,
-        "run_id": "run-1",
-        "path": "granter.deploy",
-        "requesters": ("U0ALICE",),
-    }
-    values.update(fields)
-    return Grant(**values)
+    return make_grant(
+        interaction_id, **{"channel": CHANNEL, "thread_ts": THREAD, "run_id": "run-1", **fields}
+    )
 
 
 def _entry(action: Any = "granted", detail: str = "") -> AuditEntry:
@@ -271,7 +254,7 @@ async def test_a_grant_stored_before_bounds_reads_back_needing_renewal(
     data = json.loads(OLD_GRANT.read_text())
     now = time.time()
     data.update(created_at=now, expires_at=now + 3600, thread_ts=THREAD, channel=CHANNEL)
-    data["grant_id"] = grant_id_for("int_old")
+    data["grant_id"] = grant_id("int_old")
     today = _grant(**data)  # the same grant with today's fields, for the store's indexes
     assert await store.add_grant(today, audit=_entry())
     await overwrite_raw(store, store_url, "grants", today.grant_id, json.dumps(data))

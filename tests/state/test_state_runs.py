@@ -9,10 +9,7 @@ import pytest
 
 from state import CorruptRecordError, PendingCall, PendingInteraction, RunRecord, Store
 
-# The codec writes records as an older version would have, to read them back.
-from state._codec import encode_run
-
-from .conftest import make_run, overwrite_raw
+from .conftest import make_run, overwrite_raw, read_raw
 
 
 def full_run() -> RunRecord:
@@ -181,8 +178,9 @@ async def test_twenty_concurrent_claims_have_exactly_one_winner(store: Store) ->
 async def test_a_run_saved_before_runs_kept_their_channel_reads_with_none(
     store: Store, store_url: str
 ) -> None:
-    await store.save_run(make_run())
-    written = json.loads(encode_run(make_run(channel="C0DEPLOYS")))
+    # Today's record with its channel taken out is what the code before channels wrote.
+    await store.save_run(make_run(channel="C0DEPLOYS"))
+    written = json.loads(await read_raw(store, store_url, "run-1", "runs"))
     assert written.pop("channel") == "C0DEPLOYS"
     await overwrite_raw(store, store_url, "runs", "run-1", json.dumps(written))
     loaded = await store.load_run("run-1")
@@ -205,7 +203,8 @@ async def test_valid_json_of_the_wrong_shape_is_corrupt_too(store: Store, store_
     await overwrite_raw(store, store_url, "runs", "run-1", '{"run_id": "run-1", "status": 7}')
     with pytest.raises(CorruptRecordError):
         await store.load_run("run-1")
-    other = encode_run(make_run("other")).decode()
+    await store.save_run(make_run("other"))
+    other = await read_raw(store, store_url, "other", "runs")
     await overwrite_raw(store, store_url, "runs", "run-1", other)
     with pytest.raises(CorruptRecordError, match="'other'"):
         await store.load_run("run-1")

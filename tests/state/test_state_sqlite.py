@@ -227,6 +227,27 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_store_error(
         assert (await store.claim_run("run-1", child_id="child")).won
 
 
+async def test_a_started_mark_locked_out_past_the_busy_timeout_fails_as_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`save_run(then=...)`, the journal's started mark, on a file locked past the timeout:
+    the store's error, and `then` is never called."""
+    monkeypatch.setattr("state._sqlite.BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "h.db"
+    called: list[str] = []
+    async with SQLiteStore(path) as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            run = make_run("run-1", status="running")
+            with pytest.raises(StoreError, match="locked"):
+                await store.save_run(run, then=lambda: called.append("then"))
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert called == []
+
+
 async def test_two_stores_in_one_process_share_claims_on_one_file(tmp_path: Path) -> None:
     path = tmp_path / "handback.db"
     async with SQLiteStore(path) as one, SQLiteStore(path) as two:

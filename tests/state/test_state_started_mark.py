@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-import state._sqlite
-from state import SQLiteStore, StopGuard, Store, StoreError, ThreadStop, open_store
+from state import SQLiteStore, StopGuard, Store, ThreadStop, open_store
 
 from .conftest import make_run
 
@@ -94,22 +93,3 @@ async def test_on_sqlite_a_mark_waits_for_another_writers_lock_and_the_loop_keep
         holder.close()
         assert await save and called == ["then"]
         assert await store.load_run("run-1") is not None
-
-
-async def test_on_sqlite_a_mark_locked_out_past_the_busy_timeout_fails_as_a_store_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(state._sqlite, "BUSY_TIMEOUT_MS", 50)
-    path = tmp_path / "h.db"
-    called: list[str] = []
-    async with SQLiteStore(path) as store:
-        holder = sqlite3.connect(path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        try:
-            run = make_run("run-1", status="running")
-            with pytest.raises(StoreError, match="locked"):
-                await store.save_run(run, then=lambda: called.append("then"))
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
-    assert called == []

@@ -11,13 +11,7 @@ import pytest
 
 from state import AuditEntry, Grant, StopGuard, Store, ThreadStop, stop_mark
 
-# Kept out of `state.__all__` (only the Slack app's internals use it): pinned here directly.
-from state._grant import grant_id_for
-
-# The thread lease and turn claim are the Slack app's coordination records (not exported).
-from state._records import ThreadLease, TurnClaim
-
-from .conftest import make_interaction, make_run
+from .conftest import grant_id, make_interaction, make_run, make_turn
 
 CHANNEL, THREAD = "C1", "1700000000.000100"
 GUARD = StopGuard(run_id="run-1", channel=CHANNEL, thread_ts=THREAD)
@@ -75,8 +69,7 @@ async def test_a_run_outside_a_thread_is_never_stopped_by_a_mark(store: Store) -
 async def test_an_answer_to_a_stopped_turn_changes_nothing(store: Store) -> None:
     await _paused(store, seen=None)
     await store.stop_thread(CHANNEL, THREAD, STOP)
-    lease = ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner="worker-a")
-    turn = TurnClaim(run_id="run-1", child_id="run-1-child", lease=lease, lease_ttl=30)
+    turn = make_turn("run-1", "run-1-child", owner="worker-a", channel=CHANNEL, thread_ts=THREAD)
     for with_turn in (None, turn):
         claim = await store.answer_and_claim(
             "ix-1",
@@ -108,7 +101,7 @@ async def test_an_answer_before_the_stop_is_taken(store: Store) -> None:
 async def test_no_grant_answers_a_stopped_turn(store: Store) -> None:
     now = time.time()
     grant = Grant(
-        grant_id=grant_id_for("ix-0"),
+        grant_id=grant_id("ix-0"),
         tool="deploy",
         scope="thread",
         channel=CHANNEL,

@@ -7,15 +7,18 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from state import AuditEntry, SQLiteStore, Store, open_store
 
-# Coordination records, kept out of `state.__all__`: this test pins the store's side.
-from state._records import AnswerClaim, ThreadLease, TurnClaim
+from .conftest import make_interaction, make_run, make_turn
 
-from .conftest import make_interaction, make_run
+if TYPE_CHECKING:
+    # The claim and the turn are coordination records; their types come with the helpers.
+    from ..conftest import AnswerClaim
+    from .conftest import TurnClaim
 
 CHANNEL, THREAD = "C1", "1700000000.000100"
 APPROVE = {"approved": True}
@@ -35,8 +38,7 @@ def _entries(user: str, needed: int = 2) -> list[AuditEntry]:
 
 
 def _turn(owner: str = "worker-a", child: str = "run-child") -> TurnClaim:
-    lease = ThreadLease(channel=CHANNEL, thread_ts=THREAD, owner=owner)
-    return TurnClaim(run_id="run-1", child_id=child, lease=lease, lease_ttl=30)
+    return make_turn("run-1", child, owner=owner, channel=CHANNEL, thread_ts=THREAD)
 
 
 async def _approval(store: Store, count: int = 2, **fields: object) -> None:
