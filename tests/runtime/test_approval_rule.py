@@ -9,11 +9,8 @@ import pytest
 
 from blocks import ANYONE
 from bot import Approval, ApprovalPolicyError, ApprovalRuleError, Tool
-
-# The id scheme, to show the rule stays out of the interaction id.
-from bot._suspend import interaction_id
 from bot.slack import AnswerPolicy
-from state import RULE_KEY, CorruptRecordError, InteractionRecord, Store, approval_of
+from state import RULE_KEY, CorruptRecordError, InteractionRecord, Store, approval_of, open_store
 
 from .conftest import events_of, make_agent, script
 
@@ -91,19 +88,22 @@ async def test_a_corrupt_stored_rule_refuses_everyone(raw: Any) -> None:
     assert refusal is not None and "cannot be read" in refusal
 
 
-async def test_the_rule_rides_in_the_payload_and_not_in_the_id(store: Store) -> None:
+async def test_the_rule_rides_in_the_payload_and_not_in_the_id() -> None:
     rule = Approval(approvers=["U0BOB"], count=2, remind_after=600)
 
     def deploy(service: str) -> str:
         return f"deployed {service}"
 
+    ids: list[str] = []
     for requires in (rule, True):
-        agent = make_agent(
-            store,
-            script({"name": "deploy", "arguments": {"service": "api"}, "id": "call_0"}),
-            [Tool(deploy, requires_approval=requires)],
-        )
-        pending, out, _ = await events_of(agent(prompt="deploy api"))
+        # The same run and call under each rule, each in a store of its own.
+        async with open_store("sqlite:///:memory:") as store:
+            agent = make_agent(
+                store,
+                script({"name": "deploy", "arguments": {"service": "api"}, "id": "call_0"}),
+                [Tool(deploy, requires_approval=requires)],
+            )
+            pending, out, _ = await events_of(agent(prompt="deploy api", run_id="r-deploy"))
         assert out.status.reason == "input_required" and len(pending) == 1
         payload = pending[0].payload
         assert payload[RULE_KEY] == (rule if requires is rule else Approval()).to_json()
@@ -114,10 +114,9 @@ async def test_the_rule_rides_in_the_payload_and_not_in_the_id(store: Store) -> 
             payload=payload,
         )
         assert approval_of(stored) == (rule if requires is rule else Approval())
-        # The id hashes the call alone, so a rule changed by a deploy orphans nothing.
-        call = {"tool": "deploy", "arguments": {"service": "api"}, "tool_call_id": "call_0"}
-        expected = interaction_id("assistant.deploy", call, "call_0", 0, root_id=out.run_id)
-        assert pending[0].interaction_id == expected
+        ids.append(pending[0].interaction_id)
+    # The id hashes the call alone, so a rule changed by a deploy orphans nothing.
+    assert ids[0] == ids[1]
 
 
 async def test_a_policy_may_answer_with_a_rule_per_call(store: Store) -> None:
