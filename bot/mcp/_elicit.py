@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, assert_never
@@ -110,12 +109,20 @@ def answer_schema(mode: Mode, requested: dict[str, Any] | None = None) -> dict[s
             assert_never(mode)
 
 
-def held_of(result: InputRequiredResult, *, lifetime: float | None) -> dict[str, Any]:
+def held_of(
+    result: InputRequiredResult, *, lifetime: float | None, sent_at: float
+) -> dict[str, Any]:
     """The input-required result as it is stored with the call, with when it expires when the
-    server's `requestState` lifetime is known."""
+    server's `requestState` lifetime is known.
+
+    `sent_at` is the wall clock (`time.time()`) when the round that got `result` was sent. The
+    server starts the lifetime when it mints the state, somewhere between sending and receipt:
+    counted from the send, the expiry is never later than the state's real end (earlier by the
+    round's latency at most), where counted from the receipt it would outlive the state by that
+    latency, which under load is seconds."""
     held = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     if lifetime is not None:
-        held["expiresAt"] = time.time() + lifetime
+        held["expiresAt"] = sent_at + lifetime
     return held
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -296,12 +297,13 @@ class MCPServer(Toolset):
                 if not held.get("inputRequests"):
                     # Only a state to send back: the server asks to be polled.
                     await asyncio.sleep(min(0.05 * 2**attempt, 0.25))
+            sent_at = time.time()  # The lifetime of a state this round gets starts after this.
             result = await self._send(tool, arguments, held, seed, refused=refused_links(held))
             if not isinstance(result, InputRequiredResult):
                 return result
             if scope is None:
                 return f"Error: the {self.name} server asked for input, which `{tool}` cannot get."
-            scope.input_required = held_of(result, lifetime=self.request_state_ttl)
+            scope.input_required = held_of(result, lifetime=self.request_state_ttl, sent_at=sent_at)
         return (
             f"Error: the {self.name} server asked for input for `{tool}` more than {_ROUNDS} "
             "times; the call was given up."

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -32,9 +33,13 @@ server = MCPServer(
 )
 
 
-def _record(tool: str, arguments: dict[str, object]) -> None:
+def _record(tool: str, arguments: dict[str, object], *, at: float | None = None) -> None:
+    """One line of `$OPS_LOG`; `at` (the wall clock) for a call whose timing a test checks."""
+    line: dict[str, object] = {"tool": tool, "arguments": arguments}
+    if at is not None:
+        line["at"] = at
     with Path(os.environ["OPS_LOG"]).open("a") as log:
-        log.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+        log.write(json.dumps(line) + "\n")
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -152,7 +157,8 @@ async def scale(service: str, ctx: Context) -> str | InputRequiredResult:
 async def pick(ctx: Context) -> str | InputRequiredResult:
     """Asks for one region from a list (one enum: buttons on the card)."""
     answer = (ctx.input_responses or {}).get("region")
-    _record("pick", {"state": ctx.request_state})
+    # Stamped before the state is returned (and sealed): its lifetime starts no earlier.
+    _record("pick", {"state": ctx.request_state}, at=time.time())
     if ctx.request_state is None or not isinstance(answer, ElicitResult):
         schema = {
             "type": "object",
