@@ -37,6 +37,11 @@ class GroupCommit(Generic[_I, _R]):
         self._waiting: list[tuple[_I, asyncio.Future[_R]]] = []
         self._writer: asyncio.Task[None] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Items submitted and not yet in a write: they wait for the one running to finish."""
+        return len(self._waiting)
+
     async def submit(self, item: _I) -> _R:
         """`item`'s result, once the write that holds it has finished.
 

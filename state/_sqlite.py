@@ -478,8 +478,9 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants, SQLite
 
     @property
     def calls_waiting(self) -> int:
-        """Calls queued behind the one the database thread runs."""
-        return max(0, self._calls - 1)
+        """Calls queued behind the one the database thread runs, and inbox writes waiting for
+        their group commit: a burst's acks wait for those."""
+        return max(0, self._calls - 1) + self._enqueues.waiting
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `work` on the worker thread; an SQLite failure (a lock held past the busy
