@@ -467,7 +467,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResume
     @property
     def calls_waiting(self) -> int:
         """Calls waiting for one of the `pool_size` connections (or cluster places), and inbox
-        writes waiting for their group commit: a burst's acks wait for those."""
+        writes until their group commit ends: a burst's acks wait for those."""
         return max(0, self._calls - self._connections) + self._enqueues.waiting
 
     async def _send(self, call: Awaitable[_T]) -> _T:

@@ -478,8 +478,8 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants, SQLite
 
     @property
     def calls_waiting(self) -> int:
-        """Calls queued behind the one the database thread runs, and inbox writes waiting for
-        their group commit: a burst's acks wait for those."""
+        """Calls queued behind the one the database thread runs, and inbox writes until
+        their group commit ends: a burst's acks wait for those."""
         return max(0, self._calls - 1) + self._enqueues.waiting
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
