@@ -230,6 +230,7 @@ class _WatchesTheMark:
         self.seen = seen
         self.turns = 0
         self.turns_to_mark = -1
+        self.running_before = False
         self.running_after = False
         self.looked = threading.Event()
 
@@ -248,6 +249,8 @@ class _WatchesTheMark:
             return await self._store.save_run(run, stop=stop)
         asked = self.turns
         start = then
+        # Primed before the mark is written: the call's thread is there, waiting to be woken.
+        self.running_before = _tool_threads("deploy") > 0 and "deploy" not in self.seen
 
         def started() -> None:
             self.seen.append("marked")
@@ -292,7 +295,7 @@ async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: S
         ticking = False
     assert result.output == "done: deployed"
     assert seen == ["marked", "deploy", "save_run", "save_run"]
-    assert watching.running_after
+    assert watching.running_before and watching.running_after
     if isinstance(store, SQLiteStore):
         assert watching.turns_to_mark == 0
 
@@ -374,3 +377,16 @@ async def test_a_run_stopped_while_its_started_mark_is_saved_says_the_call_never
     assert ran == []
     assert stored is not None and stored.status == "cancelled"
     assert [call.outcome for call in resume.stopped_calls] == ["not_started"]
+    # The thread primed for the call before the mark ended without calling it.
+    _join_tool_threads("deploy")
+    assert _tool_threads("deploy") == 0 and ran == []
+
+
+def _tool_threads(tool: str) -> int:
+    return sum(t.name == f"handback-tool-{tool}" for t in threading.enumerate())
+
+
+def _join_tool_threads(tool: str) -> None:
+    for thread in threading.enumerate():
+        if thread.name == f"handback-tool-{tool}":
+            thread.join(10)
