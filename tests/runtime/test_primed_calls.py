@@ -91,7 +91,7 @@ async def test_a_dropped_async_call_never_creates_its_coroutine() -> None:
         return "deployed"
 
     primed = Tool(deploy).prime({}, contextvars.copy_context())
-    # A coroutine made and never awaited would warn ("never awaited"), an error in this suite.
+    # No coroutine is made before `begin()`: one made and dropped would warn "never awaited".
     primed.drop()
     with pytest.raises(RuntimeError, match="dropped already"):
         primed.begin()
