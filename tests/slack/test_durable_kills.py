@@ -2,14 +2,15 @@
 a web process and two workers on Redis, two `handback run` processes on one SQLite file.
 
 Each case runs batches of approvals of a deploy whose first statement appends a line to a file
-(`steady_agent`); in each batch one worker is SIGKILLed at its moment plus an offset, and a new
-one is started in its place. Then: every thread has one card (a retry keeps the card its
-crashed attempt posted), shown approved, and exactly one final answer; every approved deploy
-the thread was told of ran exactly once (the file's lines); a thread is told "Interrupted" only
-when its deploy's started mark was written in a process that was killed: the deploy ran once
-there, or, at most once per 50 approvals (issue 19's rule, `MISREPORTED_PER`), it never ran its
-first statement; nobody got a "Sorry"; and the batch the dead worker was in is finished within
-20 s of the kill (the seconds and the counts are printed; run with `-s`).
+(`steady_agent`), half of them by an async handler, half by a sync one (its thread); in each
+batch one worker is SIGKILLed at its moment plus an offset, and a new one is started in its
+place. Then: every thread has one card (a retry keeps the card its crashed attempt posted),
+shown approved, and exactly one final answer; every approved deploy the thread was told of ran
+exactly once (the file's lines); a thread is told "Interrupted" only when its deploy's started
+mark was written in a process that was killed: the deploy ran once there, or, at most once per
+50 approvals (issue 19's rule, `MISREPORTED_PER`), it never ran its first statement; nobody got
+a "Sorry"; and the batch the dead worker was in is finished within 20 s of the kill (the
+seconds and the counts are printed; run with `-s`).
 
 The moments, each observed from outside the process that is killed:
 - `before-claim`: the first worker to report work in flight once the clicks arrive (it has taken
@@ -230,6 +231,12 @@ class Scenario:
                                 return
                 await asyncio.sleep(0.002)
 
+    @staticmethod
+    def ask(service: str) -> str:
+        """What is asked of `service`: every other one is deployed by the sync handler
+        (`rollout`, run in a thread of its own), the others by the async one."""
+        return f"rollout {service}" if int(service[3:]) % 2 else f"deploy {service}"
+
     async def mention(self, text: str) -> str:
         """A person's mention, its events delivered again until a live process takes them (as
         Slack redelivers an event that got no 2xx); the thread's ts."""
@@ -293,7 +300,7 @@ class Scenario:
         watcher: asyncio.Task[None] | None = None
         if kill.moment in _CALL_MOMENTS:
             self.arm_call(kill)
-        asked = await asyncio.gather(*(self.mention(f"deploy {name}") for name in names))
+        asked = await asyncio.gather(*(self.mention(self.ask(name)) for name in names))
         self.threads.update(zip(names, asked, strict=True))
         if kill.moment == "card":
             await self._continued(kill, lambda: all(self.card_of(ts) for ts in asked), last=last)
