@@ -251,7 +251,7 @@ class PrimedCall:
     first await (`eager_task`), on the caller's stack.
     """
 
-    def __init__(self, tool: Tool, arguments: dict[str, Any], context: contextvars.Context):
+    def __init__(self, tool: Tool, arguments: dict[str, Any], context: contextvars.Context) -> None:
         self._tool = tool
         self._arguments = arguments
         self._context = context
