@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.commands.core import Script
+from redis.retry import Retry
 
 from ._errors import StoreClosedError
 
@@ -24,8 +26,7 @@ __all__ = ["MarkWriter"]
 
 _TIMEOUT = 2.0
 """Seconds the loop may wait for a mark's reply (or a connection) before the write fails: the
-loop stops for that long only when Redis does not answer, and a retry then reads whether the
-mark landed."""
+loop stops for that long (twice, with the retry) only when Redis does not answer."""
 
 
 class MarkWriter:
@@ -58,5 +59,10 @@ class MarkWriter:
         if self._closed:
             raise StoreClosedError("the Redis store is closed")
         if self._client is None:
-            self._client = self._connect(_TIMEOUT)
+            client = self._connect(_TIMEOUT)
+            # One retry, at once: after a Redis restart the connection is dead and the retry
+            # reconnects. redis-py's default (three, with backoff) would stop the loop for
+            # several timeouts while Redis does not answer.
+            client.set_retry(Retry(NoBackoff(), 1))
+            self._client = client
         return self._client
