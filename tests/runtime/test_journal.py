@@ -17,7 +17,7 @@ import pytest
 from bot import RunNotPaused, Tool, current_call
 from bot.events import OutputEvent
 from bot.tools import ask_user
-from state import RunRecord, SQLiteStore, StopGuard, Store
+from state import RunRecord, StopGuard, Store
 
 from .conftest import CountingStore, Crash, events_of, last_tool_results, make_agent, script
 
@@ -264,11 +264,10 @@ class _WatchesTheMark:
 
 
 async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: Store) -> None:
-    """Between the "started" mark and the call there is nothing: not another store call, and on
-    SQLite not even a turn of the event loop since the save was asked for (the commit is made on
-    the loop's thread; on a busy loop a turn can outlast the write, and a kill in that gap
-    would report interrupted a call that never began). On Redis the reply is read a few turns
-    after the script is sent, and the start comes in the step that reads it."""
+    """Between the "started" mark and the call there is nothing: not another store call, and not
+    even a turn of the event loop since the save was asked for (the commit is made, and on
+    Redis the script's reply read, on the loop's thread; on a busy loop a turn can outlast the
+    write, and a kill in that gap would report interrupted a call that never began)."""
     seen: list[str] = []
     watching = _WatchesTheMark(store, seen)
     loop = asyncio.get_running_loop()
@@ -296,8 +295,7 @@ async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: S
     assert result.output == "done: deployed"
     assert seen == ["marked", "deploy", "save_run", "save_run"]
     assert watching.running_before and watching.running_after
-    if isinstance(store, SQLiteStore):
-        assert watching.turns_to_mark == 0
+    assert watching.turns_to_mark == 0
 
 
 async def test_an_output_event_is_rebuilt_for_a_replay(store: Store) -> None:
