@@ -294,9 +294,9 @@ class Step:
     async def _journal_start(self, ready: list[_Ready], start: Callable[[], None]) -> None:
         """Save the run `running` with the calls whose handlers may have side effects, and
         `start` them where the store learns the mark is durable (`Journal.save`, the store's
-        `save_run(then=...)`: on SQLite right after a commit made on the loop's thread): a call
-        marked started did begin, and a call whose mark never reached the store is simply run
-        by a retry.
+        `save_run(then=...)`: right after a commit made, or a Redis reply read, on the loop's
+        thread): a call marked started did begin, and a call whose mark never reached the store
+        is simply run by a retry.
 
         Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
         when the store already holds these calls (a resume, a journal): a retry executes the
