@@ -21,7 +21,19 @@ from bot.slack._claim import outcome_of
 from bot.slack._dispatch import WORK_KINDS, Dispatch, WorkKind, is_work_kind
 from bot.slack._take import look_up
 from bot.slack._worker import Work
-from state import InteractionKind, InteractionRecord, RunRecord, WorkItem, kind_of
+from state import (
+    ApprovalAnswer,
+    InteractionKind,
+    InteractionRecord,
+    RunRecord,
+    WorkItem,
+    kind_of,
+    read_approval,
+)
+
+# The stores' vote counting reads approvals with this; kept out of `state.__all__` (only the
+# Slack app's internals use it), so it is pinned against `read_approval` here directly.
+from state._approval_answer import approves
 
 # The claim records the decisions read: coordination records, kept out of `state.__all__`.
 from state._records import AnswerClaim, ThreadStop, Vote
@@ -277,3 +289,40 @@ def test_a_form_slack_adds_fields_to_passes_the_edge_and_reads_the_same() -> Non
     grown = _with_new_fields(payload)
     assert _verify.check_payload(grown) is None
     assert blocks.parse_view_submission(grown) == blocks.parse_view_submission(payload)
+
+
+# An approval's answer is read in one place (`read_approval`), and only `true` approves: the
+# stores' vote counting, the Slack policy and the runtime's gate all agree on what approves.
+
+
+@pytest.mark.parametrize(
+    ("answer", "read"),
+    [
+        (True, ApprovalAnswer(approved=True)),
+        (False, ApprovalAnswer(approved=False)),
+        ({"approved": True}, ApprovalAnswer(approved=True)),
+        (
+            {"approved": False, "reason": "not now"},
+            ApprovalAnswer(approved=False, reason="not now"),
+        ),
+        (
+            {"approved": True, "arguments": {"version": "2.4"}, "grant": "thread"},
+            ApprovalAnswer(approved=True, edits={"version": "2.4"}),
+        ),
+        # An edit on a denial is nobody's to run.
+        ({"approved": False, "arguments": {"version": "2.4"}}, ApprovalAnswer(approved=False)),
+        ({"approved": True, "reason": ""}, ApprovalAnswer(approved=True)),
+    ],
+)
+def test_an_answer_reads_as_what_it_says(answer: Any, read: ApprovalAnswer) -> None:
+    assert read_approval(answer) == read
+    assert approves(answer) is read.approved
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [1, "yes", "true", {"approved": 1}, {"approved": "true"}, {}, None, [True], {"ok": True}],
+)
+def test_nothing_but_true_approves(answer: Any) -> None:
+    assert read_approval(answer).approved is False
+    assert read_approval(answer).edits is None
