@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blocks import ACTION_APPROVE
+from bot import Agent, Tool
 from bot.slack import SlackBot, load_settings
 from state import Store, open_store
 
@@ -58,6 +59,23 @@ class Target:
         self.card_ts = ""
         self.interaction_id = ""
         self.click: dict[str, Any] = {}
+        self.deploys: list[dict[str, str]] = []
+        """What this bot's `deploy` did: its own log, so that a call another test's bot made
+        late (a daemon thread a busy machine scheduled late) cannot count here."""
+
+    def _agent(self) -> Agent:
+        deploys = self.deploys
+
+        def deploy(service: str, environment: str) -> str:
+            """Deploy a service."""
+            deploys.append({"service": service, "environment": environment})
+            return f"deployed {service} to {environment}"
+
+        return Agent(
+            name=agents.approval_agent.name,
+            model=agents.approval_agent.model,
+            tools=[Tool(deploy, requires_approval=True)],
+        )
 
     def run(self, coro: Callable[[], Awaitable[_T]]) -> _T:
         future: Future[_T] = asyncio.run_coroutine_threadsafe(_call(coro), self._loop)
@@ -86,7 +104,7 @@ class Target:
         self.store = await self._stack.enter_async_context(open_store(self._store_url))
         self.bot = await self._stack.enter_async_context(
             SlackBot(
-                agent=agents.approval_agent,
+                agent=self._agent(),
                 store=self.store,
                 settings=config,
                 clock=Clock(),
@@ -240,7 +258,7 @@ def target(store_url: str) -> Iterator[Target]:
 
 def _check(target: Target, status: int) -> None:
     assert status < 500, status
-    assert agents.DEPLOYS == [], "a hostile request ran the tool"
+    assert target.deploys == [], "a hostile request ran the tool"
     assert target.run(target.card_still_pending), "a hostile request answered the card"
 
 
@@ -274,7 +292,7 @@ def test_hostile_clicks_never_approve(target: Target) -> None:
     # The untouched click still works: the fuzzing did not break the bot.
     body = urlencode({"payload": json.dumps(target.click)})
     assert target.run(lambda: target.send(body, FORM, sign=True)) == 200
-    assert len(agents.DEPLOYS) == 1
+    assert len(target.deploys) == 1
 
 
 def test_any_json_signed_or_not_gets_a_clean_answer(target: Target) -> None:
