@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from state import PendingCall, RunRecord, RunStore, StopGuard
+from state import PendingCall, RunRecord, RunStore, StopGuard, ThreadStop
 
 from ._command import as_command_input
 from ._errors import (
@@ -89,6 +89,9 @@ class RunBegin:
         if self._claimed is not None and self.resume is not None:
             # Claimed for this run by the caller just now, so no attempt of it saved anything.
             return self._resume_from(self._claimed, self.resume)
+        if self.parent_id is not None and self.resume is not None and not self._chosen:
+            # A fresh run id has no earlier attempt to look for: the claim reads the parent.
+            return await self._claim_resume(store, self.parent_id, self.resume)
         parent: RunRecord | None = None
         if self.parent_id is not None:
             parent = await store.load_run(self.parent_id)
@@ -106,6 +109,23 @@ class RunBegin:
         if self.resume is not None:
             return self._resume_from(parent, self.resume)
         return self._continue_from(parent)
+
+    async def _claim_resume(self, store: RunStore, parent_id: str, resume: dict[str, Any]) -> Begin:
+        """The resume's claim, made with the read of the parent (one store call, not two), then
+        the checks a read parent gets; answers refused after a won claim give it back, so a
+        refusal leaves the parent as it found it (a loser meanwhile saw it claimed)."""
+        claim = await store.claim_run(parent_id, child_id=self.run_id, read=True)
+        if claim.run is None:
+            raise RunNotFound(f"No run `{parent_id}` in the store", run_id=parent_id)
+        try:
+            begin = self._resume_from(claim.run, resume)
+        except BaseException:
+            if claim.won:
+                await store.release_run(parent_id, child_id=self.run_id)
+            raise
+        if not claim.won:
+            self._lost(parent_id, claim.stopped, claim.run)
+        return begin
 
     def _earlier_attempt(self, saved: RunRecord) -> Begin:
         self._check_channel(saved)
@@ -263,20 +283,24 @@ class RunBegin:
                 run_id=parent.run_id, channel=parent.thread[0], thread_ts=parent.thread[1]
             )
         claim = await store.claim_run(parent.run_id, child_id=self.run_id, stop=guard)
-        if claim.won:
-            return
-        if claim.stopped is not None:
+        if not claim.won:
+            self._lost(parent.run_id, claim.stopped, claim.run)
+
+    def _lost(self, run_id: str, stopped: ThreadStop | None, stored: RunRecord | None) -> None:
+        """Raise why a claim was lost (`stopped`, the run as `stored`), unless it is this run's
+        own (nothing to raise)."""
+        if stopped is not None:
             raise RunStopped(
-                f"Run `{parent.run_id}` belongs to a turn that was stopped",
-                run_id=parent.run_id,
-                stop=claim.stopped,
+                f"Run `{run_id}` belongs to a turn that was stopped",
+                run_id=run_id,
+                stop=stopped,
             )
-        if claim.run is None:
-            raise RunNotFound(f"No run `{parent.run_id}` in the store", run_id=parent.run_id)
-        if claim.run.resumed_by == self.run_id:
+        if stored is None:
+            raise RunNotFound(f"No run `{run_id}` in the store", run_id=run_id)
+        if stored.resumed_by == self.run_id:
             return  # our own earlier attempt (a store whose claim is not idempotent says lost)
-        self._check_paused(claim.run)
-        raise _already(parent.run_id, claim.run.resumed_by)
+        self._check_paused(stored)
+        raise _already(run_id, stored.resumed_by)
 
 
 def _turn_requesters(parent: RunRecord) -> list[str]:

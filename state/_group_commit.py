@@ -36,6 +36,12 @@ class GroupCommit(Generic[_I, _R]):
         self._limit = limit
         self._waiting: list[tuple[_I, asyncio.Future[_R]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._writing = 0
+
+    @property
+    def waiting(self) -> int:
+        """Items submitted whose write has not finished: their callers (a burst's acks) wait."""
+        return len(self._waiting) + self._writing
 
     async def submit(self, item: _I) -> _R:
         """`item`'s result, once the write that holds it has finished.
@@ -72,6 +78,7 @@ class GroupCommit(Generic[_I, _R]):
             self._waiting = []
 
     async def _write_batch(self, batch: list[tuple[_I, asyncio.Future[_R]]]) -> None:
+        self._writing = len(batch)
         try:
             results = await self._write([item for item, _ in batch])
             if len(results) != len(batch):
@@ -82,6 +89,8 @@ class GroupCommit(Generic[_I, _R]):
                 if not future.done():
                     future.set_exception(error)
             return
+        finally:
+            self._writing = 0
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)

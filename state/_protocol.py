@@ -85,9 +85,16 @@ class RunStore(Protocol):
         no such run."""
 
     async def claim_run(
-        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None, read: bool = False
     ) -> RunClaim:
         """Atomically mark a paused, unclaimed run as resumed by `child_id` (one round trip).
+
+        With `read` (a resume that has not read the run yet), the run comes back whole, as
+        `load_run` reads it, transcript included, won or lost, and the claim is checked against
+        the stop of the run's own turn as `stop=StopGuard(...)` for its `thread` would be (so
+        `stop` must not be given too); a run whose record does not read is not claimed and fails
+        with `CorruptRecordError`. One round trip for a run outside a thread (Redis makes a
+        second, with the thread's stop mark among its keys, for one in a thread).
 
         With `stop` (a resume of the turn's own requests), an unclaimed run whose turn was
         stopped since it began loses, with that stop in `stopped`, in the same step; a claim the
@@ -99,6 +106,12 @@ class RunStore(Protocol):
         derives the same child id and must continue the work it started), any other child loses.
         A lost claim returns the stored run unchanged, so the caller can name the winner.
         """
+
+    async def release_run(self, run_id: str, *, child_id: str) -> bool:
+        """Give back a claim `child_id` holds on a run that is still paused (one round trip):
+        unclaimed again, as before the claim, so a resume that refused its answers after
+        `claim_run(read=True)` leaves the run as it found it. False, changing nothing, when the
+        run is gone, no longer paused, or claimed by another child or by none."""
 
 
 @runtime_checkable

@@ -77,6 +77,7 @@ from ._redis_log import SAVE_APPENDED as _SAVE_APPENDED
 from ._redis_log import decode_loaded as _decode_loaded
 from ._redis_nudges import LUA_SCHEDULE as _SCHEDULE
 from ._redis_nudges import RedisNudges
+from ._redis_resume import RedisResumes
 from ._redis_stops import LUA_STOP_FIRST as _STOP_FIRST
 from ._redis_stops import LUA_STOPPED_SINCE as _STOPPED_SINCE
 from ._redis_stops import stopped_reply
@@ -320,7 +321,7 @@ _SETTLED_BATCH = 100
 """Runs of the settled index read per batch (three round trips, a fourth to drop stale ones)."""
 
 
-class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
+class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResumes):
     """`Store` on Redis (redis-py's asyncio client); every call is one round trip.
 
     Build it with `RedisStore.from_url(url)` (a `?prefix=` query names the key namespace) or
@@ -375,6 +376,7 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         self._register_nudges(client)
         self._register_inbox(client)
         self._register_grants(client)
+        self._register_resumes(client)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -464,8 +466,9 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
 
     @property
     def calls_waiting(self) -> int:
-        """Calls waiting for one of the `pool_size` connections (or cluster places)."""
-        return max(0, self._calls - self._connections)
+        """Calls waiting for one of the `pool_size` connections (or cluster places), and inbox
+        writes until their group commit ends: a burst's acks wait for those."""
+        return max(0, self._calls - self._connections) + self._enqueues.waiting
 
     async def _send(self, call: Awaitable[_T]) -> _T:
         """Await one round trip; a server that went away (or refused) is a `StoreError`.
@@ -566,10 +569,14 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants):
         return _decode_loaded(key, run_id, reply)
 
     async def claim_run(
-        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None, read: bool = False
     ) -> RunClaim:
         if not child_id:
             raise UsageError("`child_id` must be a non-empty run id")
+        if read:
+            if stop is not None:
+                raise UsageError("a claim with `read` checks the run's own stop: give no `stop`")
+            return await self._claim_read(run_id, child_id)
         key = self._keys.run(run_id)
         keys = [key, self._keys.settled]
         stop_key = ""

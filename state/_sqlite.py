@@ -71,6 +71,7 @@ from ._sqlite_log import save_appended as _save_appended
 from ._sqlite_mark import LoopWriter
 from ._sqlite_nudges import SQLiteNudges
 from ._sqlite_nudges import add_nudge_columns as _add_nudge_columns
+from ._sqlite_resume import SQLiteResumes
 from ._sqlite_tx import append_audit as _append_audit
 from ._sqlite_tx import transaction as _transaction
 from ._url import Synchronous, sqlite_options
@@ -348,7 +349,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         time.sleep(0.01)
 
 
-class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
+class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants, SQLiteResumes):
     """`Store` on an SQLite file (or `:memory:`); the schema is created on open.
 
     `SQLiteStore(path)` opens it now; `SQLiteStore.from_url("sqlite:///handback.db")` reads an
@@ -477,8 +478,9 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
 
     @property
     def calls_waiting(self) -> int:
-        """Calls queued behind the one the database thread runs."""
-        return max(0, self._calls - 1)
+        """Calls queued behind the one the database thread runs, and inbox writes until
+        their group commit ends: a burst's acks wait for those."""
+        return max(0, self._calls - 1) + self._enqueues.waiting
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `work` on the worker thread; an SQLite failure (a lock held past the busy
@@ -592,12 +594,16 @@ class SQLiteStore(SQLiteAnswers, SQLiteNudges, SQLiteInbox, SQLiteGrants):
         return _decode_loaded(run_id, rows)
 
     async def claim_run(
-        self, run_id: str, *, child_id: str, stop: StopGuard | None = None
+        self, run_id: str, *, child_id: str, stop: StopGuard | None = None, read: bool = False
     ) -> RunClaim:
         if not child_id:
             raise UsageError("`child_id` must be a non-empty run id")
         if stop is not None and stop.run_id != run_id:
             raise UsageError("a claim's stop guard must name the run claimed")
+        if read:
+            if stop is not None:
+                raise UsageError("a claim with `read` checks the run's own stop: give no `stop`")
+            return await self._claim_read(run_id, child_id)
 
         def claim(conn: sqlite3.Connection) -> tuple[bool, Any, Any]:
             # An unclaimed run whose turn was stopped since it began is not claimed; one this

@@ -62,6 +62,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "load_run layout 2": lambda s: s.load_run("run-2"),
     "claim_run": lambda s: s.claim_run("run-1", child_id="child"),
+    "claim_run read layout 2": lambda s: s.claim_run("run-2", child_id="child", read=True),
+    "release_run": lambda s: s.release_run("run-1", child_id="child"),
     "add_interactions": lambda s: s.add_interactions(
         [make_interaction("ix-1"), make_interaction("ix-2")]
     ),
@@ -182,6 +184,7 @@ async def test_all_keys_live_under_the_prefix(counted: RedisStore, raw: aioredis
         keys.audit,
         keys.inbox,
         keys.inbox_seen("Ev1"),
+        keys.settled,  # `release_run` gave run-1 back to it
     }  # `due` is gone: both interactions left it, and Redis deletes an empty sorted set.
     found = {key.decode() async for key in raw.scan_iter(match=f"{counted.prefix}*")}
     assert found == expected

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
-from state import CorruptRecordError, PendingCall, PendingInteraction, RunRecord, Store
+from state import CorruptRecordError, PendingCall, PendingInteraction, RunRecord, StopGuard, Store
 
-from .conftest import make_run, overwrite_raw, read_raw
+from ..conftest import answer_only
+from .conftest import make_interaction, make_run, overwrite_raw, read_raw
 
 
 def full_run() -> RunRecord:
@@ -208,3 +210,88 @@ async def test_valid_json_of_the_wrong_shape_is_corrupt_too(store: Store, store_
     await overwrite_raw(store, store_url, "runs", "run-1", other)
     with pytest.raises(CorruptRecordError, match="'other'"):
         await store.load_run("run-1")
+
+
+LAYOUT_2 = {
+    "layout": 2,
+    "transcript_id": "run-1",
+    "transcript": [{"role": "user", "content": "go"}],
+}
+
+
+@pytest.mark.parametrize("layout", [{}, LAYOUT_2], ids=["layout-1", "layout-2"])
+async def test_a_reading_claim_returns_the_whole_run_to_winner_and_loser(
+    store: Store, layout: dict[str, object]
+) -> None:
+    await store.save_run(make_run(**layout))
+    loaded = await store.load_run("run-1")
+    won = await store.claim_run("run-1", child_id="child-a", read=True)
+    lost = await store.claim_run("run-1", child_id="child-b", read=True)
+
+    assert loaded is not None and loaded.transcript == layout.get("transcript", [])
+    loaded.resumed_by = "child-a"
+    assert won.won and won.run == loaded and won.stopped is None
+    assert not lost.won and lost.run == loaded
+    again = await store.claim_run("run-1", child_id="child-a", read=True)
+    assert again.won and again.run == loaded
+
+
+async def test_a_reading_claim_of_a_missing_or_ended_run_is_lost(store: Store) -> None:
+    missing = await store.claim_run("nope", child_id="child", read=True)
+    assert not missing.won and missing.run is None
+    await store.save_run(make_run(status="success", reason=None))
+    ended = await store.claim_run("run-1", child_id="child", read=True)
+    assert not ended.won and ended.run is not None and ended.run.status == "success"
+    assert ended.run.resumed_by is None
+
+
+async def test_a_reading_claim_takes_no_stop_guard_of_the_callers(store: Store) -> None:
+    await store.save_run(make_run())
+    guard = StopGuard(run_id="run-1", channel="C1", thread_ts="1.1")
+    with pytest.raises(ValueError, match="stop"):
+        await store.claim_run("run-1", child_id="child", stop=guard, read=True)
+
+
+async def test_a_corrupt_run_is_not_claimed_by_a_reading_claim(
+    store: Store, store_url: str
+) -> None:
+    await store.save_run(make_run())
+    good = await read_raw(store, store_url, "run-1", "runs")
+    await overwrite_raw(store, store_url, "runs", "run-1", '{"run_id": "run-1", "st')
+    with pytest.raises(CorruptRecordError):
+        await store.claim_run("run-1", child_id="child", read=True)
+    await overwrite_raw(store, store_url, "runs", "run-1", good)
+    # Nothing was left claimed: another child wins it once it reads again.
+    assert (await store.claim_run("run-1", child_id="other", read=True)).won
+
+
+async def test_a_released_claim_leaves_the_run_as_it_was_before(store: Store) -> None:
+    await store.save_run(make_run())
+    assert (await store.claim_run("run-1", child_id="child-a", read=True)).won
+    assert not await store.release_run("run-1", child_id="child-b")
+    assert await store.release_run("run-1", child_id="child-a")
+    assert not await store.release_run("run-1", child_id="child-a")  # nothing held any more
+    assert await store.load_run("run-1") == make_run()
+    assert (await store.claim_run("run-1", child_id="child-b")).won
+
+
+async def test_a_claim_on_a_run_no_longer_paused_is_not_released(store: Store) -> None:
+    await store.save_run(make_run())
+    assert (await store.claim_run("run-1", child_id="child-a")).won
+    await store.save_run(make_run(status="success", reason=None))
+    assert not await store.release_run("run-1", child_id="child-a")
+    assert not await store.release_run("nope", child_id="child-a")
+    loaded = await store.load_run("run-1")
+    assert loaded is not None and loaded.resumed_by == "child-a"
+
+
+async def test_a_released_run_is_listed_as_settled_again(store: Store) -> None:
+    """Recovery resumes settled runs nobody resumed: a claim given back must not hide one."""
+    await store.save_run(make_run())
+    await store.add_interactions([make_interaction("ix-1", "run-1")])
+    await answer_only(store, "ix-1", answer="postgres", answered_by="U1", now=time.time())
+    assert await store.settled_runs() == ["run-1"]
+    assert (await store.claim_run("run-1", child_id="child-a", read=True)).won
+    assert await store.settled_runs() == []
+    assert await store.release_run("run-1", child_id="child-a")
+    assert await store.settled_runs() == ["run-1"]

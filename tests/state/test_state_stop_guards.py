@@ -66,6 +66,37 @@ async def test_a_run_outside_a_thread_is_never_stopped_by_a_mark(store: Store) -
     assert claim.won and claim.stopped is None
 
 
+@pytest.mark.parametrize("seen", [None, EARLIER], ids=["no-earlier-stop", "an-earlier-stop"])
+async def test_a_reading_claim_checks_the_stop_of_the_runs_own_thread(
+    store: Store, seen: ThreadStop | None
+) -> None:
+    """`claim_run(read=True)` has no guard from its caller: the run's own `thread` names it."""
+    if seen is not None:
+        await store.stop_thread(CHANNEL, THREAD, seen)
+    await _paused(store, seen=seen)
+    await store.save_run(make_run("run-2", stop_seen=stop_mark(seen), thread=(CHANNEL, THREAD)))
+    # The turn's own mark (or none) is no stop of this turn: the claim wins.
+    assert (await store.claim_run("run-1", child_id="probe", read=True)).won
+
+    await store.stop_thread(CHANNEL, THREAD, STOP)
+    claim = await store.claim_run("run-2", child_id="run-2-child", read=True)
+    assert not claim.won and claim.stopped == STOP
+    assert claim.run is not None and claim.run.resumed_by is None
+    stored = await store.load_run("run-2")
+    assert stored is not None and stored.resumed_by is None
+    # Once the stop's own Cancel claimed it, that child wins it again.
+    assert (await store.claim_run("run-2", child_id="stop-child")).won
+    again = await store.claim_run("run-2", child_id="stop-child", read=True)
+    assert again.won and again.stopped is None
+
+
+async def test_a_reading_claim_of_a_run_outside_a_thread_ignores_marks(store: Store) -> None:
+    await store.stop_thread(CHANNEL, THREAD, STOP)
+    await _paused(store, thread=None)
+    claim = await store.claim_run("run-1", child_id="run-1-child", read=True)
+    assert claim.won and claim.stopped is None
+
+
 async def test_an_answer_to_a_stopped_turn_changes_nothing(store: Store) -> None:
     await _paused(store, seen=None)
     await store.stop_thread(CHANNEL, THREAD, STOP)
