@@ -113,8 +113,8 @@ class Journal:
         self, after: Callable[[bool], None], stop: StopGuard | None, *, wants_then: bool
     ) -> None:
         # `after(True)` is the store's `then`: called where the store learns the write is
-        # durable (on SQLite, right after a commit made on the loop's thread), not a loop turn
-        # later when this task would wake (issue 19).
+        # durable (right after a commit made, or a Redis reply read, on the loop's thread), not
+        # a loop turn later when this task would wake (issue 19).
         called = False
 
         def durable() -> None:

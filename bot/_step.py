@@ -28,7 +28,7 @@ from ._errors import ApprovalPolicyError
 from ._journal import INTERRUPTED_BY_CRASH, Journal, StartRefused
 from ._redact import redact, redact_schema
 from ._suspend import Cancelled, HandlerScope, Suspended, current_scope
-from ._tool import ArgumentsError, Tool
+from ._tool import ArgumentsError, PrimedCall, Tool
 
 __all__ = ["APPROVAL_SCHEMA", "Outcome", "Step"]
 
@@ -118,9 +118,12 @@ class Step:
         # half-executed.
         ready = [r for o in self._outcomes if o.ran and (r := await self._prepare(o))]
         self._running = len([r for r in ready if not r.tool.pure])
+        # Primed before the mark is written, begun right after it is durable: a sync handler's
+        # thread is already running then, and is only woken (`PrimedCall`).
+        primed = [_prime(r) for r in ready]
         calls: list[asyncio.Task[Any]] = []
         try:
-            await self._journal_start(ready, lambda: calls.extend(map(_start, ready)))
+            await self._journal_start(ready, lambda: calls.extend(p.begin() for p in primed))
             handlers = [self._run_handler(r, call) for r, call in zip(ready, calls, strict=True)]
             if len(handlers) == 1:
                 await handlers[0]
@@ -132,6 +135,11 @@ class Step:
             for call in calls:
                 call.cancel()
             raise
+        finally:
+            # The mark was refused or never written (a stop, a failed store, a cancellation):
+            # the threads of the calls that did not begin end without calling their handlers.
+            for unbegun in primed:
+                unbegun.drop()
         # Answers nobody used in this step belong to the calls that were not re-run.
         used = {iid for o in self._outcomes if o.ran for iid in o.used_answers}
         leftover = [iid for iid in self.run.answers if iid not in used]
@@ -286,9 +294,9 @@ class Step:
     async def _journal_start(self, ready: list[_Ready], start: Callable[[], None]) -> None:
         """Save the run `running` with the calls whose handlers may have side effects, and
         `start` them where the store learns the mark is durable (`Journal.save`, the store's
-        `save_run(then=...)`: on SQLite right after a commit made on the loop's thread): a call
-        marked started did begin, and a call whose mark never reached the store is simply run
-        by a retry.
+        `save_run(then=...)`: right after a commit made, or a Redis reply read, on the loop's
+        thread): a call marked started did begin, and a call whose mark never reached the store
+        is simply run by a retry.
 
         Pure handlers need no entry: run again, they do nothing new. Neither do idempotent ones
         when the store already holds these calls (a resume, a journal): a retry executes the
@@ -379,11 +387,12 @@ class Step:
         self.run.results[outcome.call.tool_call_id] = result
 
 
-def _start(ready: _Ready) -> asyncio.Task[Any]:
-    """The call begun, in a context of its own holding its scope (`suspend()`, `current_call()`)."""
+def _prime(ready: _Ready) -> PrimedCall:
+    """The call made ready, in a context of its own holding its scope (`suspend()`,
+    `current_call()`)."""
     context = contextvars.copy_context()
     context.run(current_scope.set, ready.scope)
-    return ready.tool.start(ready.arguments, context)
+    return ready.tool.prime(ready.arguments, context)
 
 
 def _waiting_by_call(run: RunRecord) -> dict[str, list[PendingInteraction]]:

@@ -13,7 +13,7 @@ import threading
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -29,7 +29,7 @@ from state import Approval
 from ._eager import eager_task
 from ._errors import ApprovalPolicyError, HandbackError, UsageError
 
-__all__ = ["ApprovalRule", "Tool", "as_tool", "json_object", "mark_pure"]
+__all__ = ["ApprovalRule", "PrimedCall", "Tool", "as_tool", "json_object", "mark_pure"]
 
 log = logging.getLogger("handback")
 
@@ -159,38 +159,27 @@ class Tool:
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
         """Call the handler; a sync handler that is not pure runs in a thread of its own, so a
-        blocking tool never stalls the event loop (see `_start_thread`)."""
+        blocking tool never stalls the event loop (see `_HandlerThread`)."""
         if self.is_async:
             return await self.handler(**arguments)
         if self.pure:
             value = self.handler(**arguments)
         else:
-            value = await _start_thread(
+            thread = _HandlerThread(
                 self.handler, arguments, name=self._thread_name, context=contextvars.copy_context()
             )
+            value = await thread.go()
         return await _awaited(value)
 
-    def start(self, arguments: dict[str, Any], context: contextvars.Context) -> asyncio.Task[Any]:
-        """Begin the call in `context` now and return it as a task.
+    def prime(self, arguments: dict[str, Any], context: contextvars.Context) -> PrimedCall:
+        """The call made ready to begin in `context`, without calling the handler yet: the
+        journal primes each call before it writes the "started" mark and begins it right after
+        (`PrimedCall`)."""
+        return PrimedCall(self, arguments, context)
 
-        A sync handler's thread is running when this returns: the journal marks a call
-        "started" just before, and nothing that waits for the event loop may come between
-        (on a busy loop one turn can take longer than the store's round trip). An async or
-        pure handler runs up to its first await before this returns (`eager_task`), for the
-        same reason.
-        """
-        if self.is_async or self.pure:
-            return eager_task(self.invoke(arguments), context)
-        loop = asyncio.get_running_loop()
-        # A copy for the thread: a context is entered by one thread at a time, and the task
-        # that awaits the thread enters `context` on each of its turns.
-        thread = _start_thread(
-            self.handler, arguments, name=self._thread_name, context=context.copy()
-        )
-        task = loop.create_task(_returned(thread), context=context)
-        # A task cancelled before its first turn never awaits the thread's future: drop it.
-        task.add_done_callback(lambda _: thread.cancel())
-        return task
+    def start(self, arguments: dict[str, Any], context: contextvars.Context) -> asyncio.Task[Any]:
+        """Begin the call in `context` now and return it as a task (`PrimedCall.begin`)."""
+        return self.prime(arguments, context).begin()
 
     @property
     def _thread_name(self) -> str:
@@ -251,16 +240,61 @@ def _as_rule(decision: bool | Approval) -> Approval | None:
     return Approval() if decision else None
 
 
-def _start_thread(
-    handler: Callable[..., Any],
-    arguments: dict[str, Any],
-    *,
-    name: str,
-    context: contextvars.Context,
-) -> asyncio.Future[Any]:
-    """`handler(**arguments)` in a new daemon thread, already running when this returns, in
-    `context` (a copy of the caller's, as `asyncio.to_thread` makes, so `suspend()` and
-    `current_call()` work there); the future settles on the loop with what it returned.
+class PrimedCall:
+    """One call of a tool, ready to begin: `begin()` starts it, `drop()` lets it go unstarted.
+
+    The journal's "started" mark is written between the two (`bot._step`), so a call marked
+    started should have begun, and what lies between the mark's commit and the handler's first
+    statement is a window in which a kill leaves a call reported interrupted that never ran.
+    For a sync handler the thread is started here, before the mark, and waits; `begin()` only
+    wakes it. An async (or pure) handler has nothing to prepare: `begin()` runs it up to its
+    first await (`eager_task`), on the caller's stack.
+    """
+
+    def __init__(self, tool: Tool, arguments: dict[str, Any], context: contextvars.Context) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        self._context = context
+        self._state: Literal["primed", "begun", "dropped"] = "primed"
+        self._thread: _HandlerThread | None = None
+        if not (tool.is_async or tool.pure):
+            # A copy for the thread: a context is entered by one thread at a time, and the
+            # task that awaits the thread enters `context` on each of its turns.
+            self._thread = _HandlerThread(
+                tool.handler, arguments, name=tool._thread_name, context=context.copy()
+            )
+
+    def begin(self) -> asyncio.Task[Any]:
+        """Call the handler now; the task settles with what it returns (or raises)."""
+        if self._state != "primed":
+            raise RuntimeError(f"the call of tool `{self._tool.name}` was {self._state} already")
+        self._state = "begun"
+        if self._thread is None:
+            return eager_task(self._tool.invoke(self._arguments), self._context)
+        done = self._thread.go()
+        task = asyncio.get_running_loop().create_task(_returned(done), context=self._context)
+        # A task cancelled before its first turn never awaits the thread's future: drop it.
+        task.add_done_callback(lambda _: done.cancel())
+        return task
+
+    def drop(self) -> None:
+        """Never call the handler (the mark was not written): its waiting thread ends. Nothing
+        happens to a call that has begun."""
+        if self._state == "primed":
+            self._state = "dropped"
+            if self._thread is not None:
+                self._thread.drop()
+
+
+_HAND_OFF = 0.05
+"""Seconds `_HandlerThread.go` waits, at most, for the woken thread to call the handler."""
+
+
+class _HandlerThread:
+    """`handler(**arguments)` in a daemon thread of its own, started at once, calling the
+    handler when `go()` is called (or ending without calling it at `drop()`), in `context` (a
+    copy of the caller's, as `asyncio.to_thread` makes, so `suspend()` and `current_call()`
+    work there); the future `go()` returns settles on the loop with what it returned.
 
     Not `asyncio.to_thread`: the threads of its pool, like those of every `ThreadPoolExecutor`,
     are joined when the process exits, so one tool that blocks would hold a process that was
@@ -268,25 +302,56 @@ def _start_thread(
     belonged to was saved as interrupted when its task was cancelled, and what the thread
     returns after that is dropped.
     """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
 
-    def settle(outcome: Callable[[], None]) -> None:
-        if not done.done():  # cancelled: nobody waits for it any more
-            outcome()
+    def __init__(
+        self,
+        handler: Callable[..., Any],
+        arguments: dict[str, Any],
+        *,
+        name: str,
+        context: contextvars.Context,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[Any] = self._loop.create_future()
+        self._handler = handler
+        self._arguments = arguments
+        self._context = context
+        self._go = False
+        self._woken = threading.Event()
+        self._began = threading.Event()
+        threading.Thread(target=self._work, name=name, daemon=True).start()
 
-    def work() -> None:
+    def go(self) -> asyncio.Future[Any]:
+        """Wake the thread to call the handler, and wait (`_HAND_OFF` at most) until it has
+        taken over: woken, it still needs the interpreter lock, which this thread would
+        otherwise hold on through the loop's next callbacks for up to a switch interval
+        (5 ms); waiting hands it over at once. A wait that runs out (a machine so busy that
+        the thread is not scheduled) leaves the thread to start on its own."""
+        self._go = True
+        self._woken.set()
+        self._began.wait(_HAND_OFF)
+        return self._done
+
+    def drop(self) -> None:
+        self._woken.set()
+
+    def _work(self) -> None:
+        self._woken.wait()
+        if not self._go:
+            return
+        self._began.set()
         try:
-            value = context.run(handler, **arguments)
+            value = self._context.run(self._handler, **self._arguments)
         except BaseException as exc:  # the pause (`Suspended`) is a BaseException too
-            report = partial(settle, partial(done.set_exception, exc))
+            report = partial(self._settle, partial(self._done.set_exception, exc))
         else:
-            report = partial(settle, partial(done.set_result, value))
+            report = partial(self._settle, partial(self._done.set_result, value))
         with contextlib.suppress(RuntimeError):  # the loop is closed: the process is stopping
-            loop.call_soon_threadsafe(report)
+            self._loop.call_soon_threadsafe(report)
 
-    threading.Thread(target=work, name=name, daemon=True).start()
-    return done
+    def _settle(self, outcome: Callable[[], None]) -> None:
+        if not self._done.done():  # cancelled: nobody waits for it any more
+            outcome()
 
 
 async def _awaited(value: Any) -> Any:

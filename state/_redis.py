@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -75,6 +76,7 @@ from ._redis_log import LOG_PLACEHOLDER as _LOG_PLACEHOLDER
 from ._redis_log import LUA_READ_LOG as _READ_LOG
 from ._redis_log import SAVE_APPENDED as _SAVE_APPENDED
 from ._redis_log import decode_loaded as _decode_loaded
+from ._redis_mark import MarkWriter
 from ._redis_nudges import LUA_SCHEDULE as _SCHEDULE
 from ._redis_nudges import RedisNudges
 from ._redis_resume import RedisResumes
@@ -377,6 +379,10 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResume
         self._register_inbox(client)
         self._register_grants(client)
         self._register_resumes(client)
+        self._marks: MarkWriter | None = None
+        if not self._keys.cluster:
+            # A Redis Cluster keeps the async path: which node to ask is the async client's.
+            self._marks = MarkWriter(self._sync_client)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -452,8 +458,15 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResume
         if self._closed:
             return
         self._closed = True
+        if self._marks is not None:
+            self._marks.close()
         if self._owns_client:
             await self._client.aclose()
+
+    def _sync_client(self, timeout: float) -> redis.Redis:
+        sync = sync_client(self._live(), self._url, timeout=timeout)
+        assert isinstance(sync, redis.Redis)  # not a cluster (`__init__`)
+        return sync
 
     def _live(self) -> RedisClient:
         if self._closed:
@@ -497,12 +510,76 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResume
         then: Callable[[], None] | None = None,
     ) -> bool:
         """Insert or replace the run; a `resumed_by` already stored is kept (claims are final).
-        `then()` runs in the step of this task that reads the reply (`RunStore.save_run`).
+
+        With `then` (the journal's started mark) the scripts are sent from the loop's thread,
+        which waits for their reply, and `then()` is called right after it (`MarkWriter`); on a
+        Redis Cluster, in the step of this task that reads the reply.
         """
-        saved = await self._save_run_once(run, stop)
+        if then is not None and self._marks is not None:
+            self._live()
+            try:
+                saved = self._save_run_marked(self._marks, run, stop)
+            except redis.RedisError as exc:
+                raise StoreError(f"Redis at `{self._name}` failed: {exc}") from exc
+        else:
+            saved = await self._save_run_once(run, stop)
         if saved and then is not None:
             then()
         return saved
+
+    def _save_run_marked(self, marks: MarkWriter, run: RunRecord, stop: StopGuard | None) -> bool:
+        """`_save_run_once` through `marks`, blocking."""
+        guarded = stop is not None
+        if run.layout == 2:
+            saved = marks.run(
+                _STOP_FIRST + _SAVE_APPENDED if guarded else _SAVE_APPENDED,
+                *self._appended_call(run, stop),
+            )
+            if saved == -1:
+                return False
+            if saved:
+                return True
+            inline(run)
+        saved = marks.run(
+            _STOP_FIRST + _SAVE_RUN if guarded else _SAVE_RUN, *self._inline_call(run, stop)
+        )
+        return bool(saved != -1)
+
+    def _guard(self, stop: StopGuard | None, run: RunRecord) -> tuple[list[str], list[str]]:
+        if stop is None:
+            return [], []
+        return [self._keys.thread_stop(stop.channel, stop.thread_ts)], [run.stop_seen or ""]
+
+    def _appended_call(self, run: RunRecord, stop: StopGuard | None) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of `_SAVE_APPENDED` for `run` (layout 2)."""
+        guard_keys, guard_args = self._guard(stop, run)
+        rec = encode_run(run, log=0)
+        if not rec.startswith(_LOG_PLACEHOLDER):
+            raise AssertionError("a layout-2 record must start with its log number")
+        keys = [
+            self._keys.run(run.run_id),
+            self._keys.transcripts,
+            self._keys.transcripts_keep,
+            *guard_keys,
+        ]
+        args = [
+            run.transcript_id or "",
+            rec,
+            run.status,
+            run.resumed_by or "",
+            RUN_TTL,
+            run.base,
+            *own_messages(run),
+            *guard_args,
+        ]
+        return keys, args
+
+    def _inline_call(self, run: RunRecord, stop: StopGuard | None) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of `_SAVE_RUN` for `run` (its transcript inline)."""
+        guard_keys, guard_args = self._guard(stop, run)
+        keys = [self._keys.run(run.run_id), *guard_keys]
+        args = [encode_run(run), run.status, run.resumed_by or "", RUN_TTL, *guard_args]
+        return keys, args
 
     async def _save_run_once(self, run: RunRecord, stop: StopGuard | None) -> bool:
         """`save_run` but for `then`.
@@ -512,50 +589,19 @@ class RedisStore(RedisAnswers, RedisNudges, RedisInbox, RedisGrants, RedisResume
         transcript inline) instead, and `run` says so from then on. With `stop` the same scripts
         run after the stop check (`LUA_STOP_FIRST`).
         """
-        guard_keys: list[str] = []
-        guard_args: list[str] = []
         save_appended, save_inline = self._save_appended, self._save_run
         if stop is not None:
-            guard_keys = [self._keys.thread_stop(stop.channel, stop.thread_ts)]
-            guard_args = [run.stop_seen or ""]
             save_appended, save_inline = self._save_appended_guarded, self._save_run_guarded
         if run.layout == 2:
-            rec = encode_run(run, log=0)
-            if not rec.startswith(_LOG_PLACEHOLDER):
-                raise AssertionError("a layout-2 record must start with its log number")
-            saved = await self._send(
-                save_appended(
-                    keys=[
-                        self._keys.run(run.run_id),
-                        self._keys.transcripts,
-                        self._keys.transcripts_keep,
-                        *guard_keys,
-                    ],
-                    args=[
-                        run.transcript_id or "",
-                        rec,
-                        run.status,
-                        run.resumed_by or "",
-                        RUN_TTL,
-                        run.base,
-                        *own_messages(run),
-                        *guard_args,
-                    ],
-                    client=self._live(),
-                )
-            )
+            keys, args = self._appended_call(run, stop)
+            saved = await self._send(save_appended(keys=keys, args=args, client=self._live()))
             if saved == -1:
                 return False
             if saved:
                 return True
             inline(run)
-        saved = await self._send(
-            save_inline(
-                keys=[self._keys.run(run.run_id), *guard_keys],
-                args=[encode_run(run), run.status, run.resumed_by or "", RUN_TTL, *guard_args],
-                client=self._live(),
-            )
-        )
+        keys, args = self._inline_call(run, stop)
+        saved = await self._send(save_inline(keys=keys, args=args, client=self._live()))
         return bool(saved != -1)
 
     async def load_run(self, run_id: str) -> RunRecord | None:

@@ -81,13 +81,13 @@ class RedisHeartbeat:
             self._client.close()
 
 
-def sync_client(client: RedisClient, url: str | None) -> redis.Redis | redis.RedisCluster:
+def sync_client(
+    client: RedisClient, url: str | None, *, timeout: float = _SOCKET_TIMEOUT
+) -> redis.Redis | redis.RedisCluster:
     """A synchronous client to the server `client` talks to: from the store's URL when it was
-    opened from one, else from the single Redis client's connection settings."""
-    timeouts: dict[str, Any] = {
-        "socket_timeout": _SOCKET_TIMEOUT,
-        "socket_connect_timeout": _SOCKET_TIMEOUT,
-    }
+    opened from one, else from the single Redis client's connection settings; `timeout` seconds
+    for a connection and for each reply."""
+    timeouts: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if url is not None:
         options = redis_options(url)
         if options.cluster:

@@ -17,7 +17,7 @@ import pytest
 from bot import RunNotPaused, Tool, current_call
 from bot.events import OutputEvent
 from bot.tools import ask_user
-from state import RunRecord, SQLiteStore, StopGuard, Store
+from state import RunRecord, StopGuard, Store
 
 from .conftest import CountingStore, Crash, events_of, last_tool_results, make_agent, script
 
@@ -231,6 +231,7 @@ class _WatchesTheMark:
         self.seen = seen
         self.turns = 0
         self.turns_to_mark = -1
+        self.running_before = False
         self.running_after = False
         self.looked = threading.Event()
 
@@ -249,6 +250,8 @@ class _WatchesTheMark:
             return await self._store.save_run(run, stop=stop)
         asked = self.turns
         start = then
+        # Primed before the mark is written: the call's thread is there, waiting to be woken.
+        self.running_before = _tool_threads("deploy") > 0 and "deploy" not in self.seen
 
         def started() -> None:
             self.seen.append("marked")
@@ -262,11 +265,10 @@ class _WatchesTheMark:
 
 
 async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: Store) -> None:
-    """Between the "started" mark and the call there is nothing: not another store call, and on
-    SQLite not even a turn of the event loop since the save was asked for (the commit is made on
-    the loop's thread; on a busy loop a turn can outlast the write, and a kill in that gap
-    would report interrupted a call that never began). On Redis the reply is read a few turns
-    after the script is sent, and the start comes in the step that reads it."""
+    """Between the "started" mark and the call there is nothing: not another store call, and not
+    even a turn of the event loop since the save was asked for (the commit is made, and on
+    Redis the script's reply read, on the loop's thread; on a busy loop a turn can outlast the
+    write, and a kill in that gap would report interrupted a call that never began)."""
     seen: list[str] = []
     watching = _WatchesTheMark(store, seen)
     loop = asyncio.get_running_loop()
@@ -293,9 +295,8 @@ async def test_a_sync_call_is_started_where_its_started_mark_is_written(store: S
         ticking = False
     assert result.output == "done: deployed"
     assert seen == ["marked", "deploy", "save_run", "save_run"]
-    assert watching.running_after
-    if isinstance(store, SQLiteStore):
-        assert watching.turns_to_mark == 0
+    assert watching.running_before and watching.running_after
+    assert watching.turns_to_mark == 0
 
 
 async def test_an_output_event_is_rebuilt_for_a_replay(store: Store) -> None:
@@ -375,3 +376,16 @@ async def test_a_run_stopped_while_its_started_mark_is_saved_says_the_call_never
     assert ran == []
     assert stored is not None and stored.status == "cancelled"
     assert [call.outcome for call in resume.stopped_calls] == ["not_started"]
+    # The thread primed for the call before the mark ended without calling it.
+    _join_tool_threads("deploy")
+    assert _tool_threads("deploy") == 0 and ran == []
+
+
+def _tool_threads(tool: str) -> int:
+    return sum(t.name == f"handback-tool-{tool}" for t in threading.enumerate())
+
+
+def _join_tool_threads(tool: str) -> None:
+    for thread in threading.enumerate():
+        if thread.name == f"handback-tool-{tool}":
+            thread.join(10)

@@ -291,6 +291,8 @@ def _durable_script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]
         return _tool_call("slow", service=service)
     if verb == "blocking":
         return _tool_call("slow_sync", service=service)
+    if verb == "rollout":
+        return _tool_call("rollout", service=service, environment="prod")
     if verb == "name":
         return _tool_call("name_release", version=service)
     return _memory(messages)
@@ -509,13 +511,24 @@ async def steady_deploy(service: str, environment: str) -> str:
     return f"deployed {service} to {environment}"
 
 
+def steady_rollout(service: str, environment: str) -> str:
+    """Deploy a service from a thread: `steady_deploy` as a sync handler, with the same line."""
+    _executed("deploy", f"{service} {environment}")
+    time.sleep(STEADY_S)
+    return f"deployed {service} to {environment}"
+
+
 STEADY_S = 0.3
 """How long `steady_deploy` runs after writing its line: a window a kill can land in."""
 
 steady_agent = Agent(
     name="steady",
     model=FunctionModel(_durable_script),
-    tools=[Tool(steady_deploy, name="deploy", requires_approval=True)],
+    tools=[
+        Tool(steady_deploy, name="deploy", requires_approval=True),
+        Tool(steady_rollout, name="rollout", requires_approval=True),
+    ],
 )
 """`deploy <service>` asks to approve a deploy that writes its line, then runs for 0.3 s (the
-kill -9 tests of tests/slack/test_durable_kills.py kill it at chosen moments)."""
+kill -9 tests of tests/slack/test_durable_kills.py kill it at chosen moments); `rollout
+<service>` does the same in a sync handler (its thread)."""

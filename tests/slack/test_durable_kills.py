@@ -2,12 +2,15 @@
 a web process and two workers on Redis, two `handback run` processes on one SQLite file.
 
 Each case runs batches of approvals of a deploy whose first statement appends a line to a file
-(`steady_agent`); in each batch one worker is SIGKILLed at its moment plus an offset, and a new
-one is started in its place. Then: every approved deploy ran exactly once (the file's lines),
-every thread has one card (a retry keeps the card its crashed attempt posted), shown approved,
-and exactly one final answer, a thread is told "Interrupted" only when its deploy started in a
-process that was killed, nobody got a "Sorry", and the batch the dead worker was in is finished
-within 20 s of the kill (the seconds are printed; run with `-s`).
+(`steady_agent`), half of them by an async handler, half by a sync one (its thread); in each
+batch one worker is SIGKILLed at its moment plus an offset, and a new one is started in its
+place. Then: every thread has one card (a retry keeps the card its crashed attempt posted),
+shown approved, and exactly one final answer; every approved deploy the thread was told of ran
+exactly once (the file's lines); a thread is told "Interrupted" only when its deploy's started
+mark was written in a process that was killed: the deploy ran once there, or, at most once per
+50 approvals (issue 19's rule, `MISREPORTED_PER`), it never ran its first statement; nobody got
+a "Sorry"; and the batch the dead worker was in is finished within 20 s of the kill (the
+seconds and the counts are printed; run with `-s`).
 
 The moments, each observed from outside the process that is killed:
 - `before-claim`: the first worker to report work in flight once the clicks arrive (it has taken
@@ -49,21 +52,7 @@ pytestmark = pytest.mark.slow
 
 AGENT = "tests.slack.agents:steady_agent"
 Moment = Literal["before-claim", "claimed", "running", "returned", "card"]
-ALL_MOMENTS: list[Moment] = ["before-claim", "claimed", "running", "returned", "card"]
-MOMENTS: list[Moment] = (
-    ALL_MOMENTS
-    if os.environ.get("HBTEST_KILL_MOMENTS") == "all"
-    else [m for m in ALL_MOMENTS if m != "before-claim"]
-)
-"""The moments the default run kills at. `before-claim` is left to `HBTEST_KILL_MOMENTS=all`:
-it kills 0-60 ms after a worker takes the clicks, which is when the deploys' started marks are
-written, and now and then it lands between a mark and the deploy's first statement, a call
-that is then reported interrupted (issue 19 accepts that window, it cannot be empty, but not
-that it is wide). While the mark was committed on the store's database thread, the loop heard
-of the commit a turn or more later: 2 runs of 8 failed on SQLite (3 offsets each). Committed on
-the loop's thread with the handler started right after (`save_run(then=...)`), 1 of 20 still
-did. The card without its button on SQLite was this test: a click retried after its process
-died, on a card the click had approved."""
+MOMENTS: list[Moment] = ["before-claim", "claimed", "running", "returned", "card"]
 OFFSETS = {
     "before-claim": (0.0, 0.02, 0.06),
     "claimed": (0.0, 0.05, 0.2),
@@ -74,7 +63,17 @@ OFFSETS = {
 """Seconds after the moment is seen that the kill lands, one batch per offset; the default run
 takes the middle one of each (the suite's time), `HBTEST_KILL_OFFSETS=all` all three."""
 BATCH = int(os.environ.get("HBTEST_KILL_BATCH", "8"))
-"""Approvals per batch (one batch a case, three with `HBTEST_KILL_OFFSETS=all`)."""
+"""Approvals per batch (one batch a case, three with `HBTEST_KILL_OFFSETS=all`), but for
+`before-claim` (`MARK_BATCH`)."""
+MARK_BATCH = int(os.environ.get("HBTEST_KILL_MARK_BATCH", "50"))
+"""Approvals per batch at `before-claim`: the kill lands 0-60 ms after a worker takes the
+clicks, among the deploys' started marks, and issue 19's rule for what it may misreport is
+counted per 50 approvals."""
+MISREPORTED_PER = 50
+"""Issue 19's rule: of the approvals in a batch with a kill, at most one per this many (rounded
+up) may be reported interrupted without its tool having run its first statement. It cannot be
+none: the mark's commit and the handler's first statement are two moments, and a process
+killed (or paused by a busy machine, then killed) between them leaves a mark and no effect."""
 LIVENESS = os.environ.get("HBTEST_KILL_LIVENESS", "5s")
 """`HANDBACK_LIVENESS_TTL` of the processes: how long a dead process's holds last. Shorter than
 the default (15 s) to keep the suite's time; `HBTEST_KILL_LIVENESS=` runs with the default."""
@@ -174,6 +173,8 @@ class Scenario:
         self.victims: list[int] = []
         self.continued: list[float] = []
         self.respawns: list[asyncio.Task[list[BotProcess]]] = []
+        self.batches: list[int] = []
+        """Approvals in each batch run so far (one kill each)."""
         self._count = 0
 
     def ready(self) -> list[BotProcess]:
@@ -230,6 +231,12 @@ class Scenario:
                                 return
                 await asyncio.sleep(0.002)
 
+    @staticmethod
+    def ask(service: str) -> str:
+        """What is asked of `service`: every other one is deployed by the sync handler
+        (`rollout`, run in a thread of its own), the others by the async one."""
+        return f"rollout {service}" if int(service[3:]) % 2 else f"deploy {service}"
+
     async def mention(self, text: str) -> str:
         """A person's mention, its events delivered again until a live process takes them (as
         Slack redelivers an event that got no 2xx); the thread's ts."""
@@ -281,16 +288,19 @@ class Scenario:
             await asyncio.sleep(0.02)
 
     async def batch(self, kill: Kill, *, last: bool) -> None:
-        """`BATCH` mentions, their cards, every card approved at once, one kill among it."""
-        names = [f"svc{self._count + n:03d}" for n in range(BATCH)]
-        self._count += BATCH
+        """`BATCH` mentions (`MARK_BATCH` at `before-claim`), their cards, every card approved
+        at once, one kill among it."""
+        size = MARK_BATCH if kill.moment == "before-claim" else BATCH
+        names = [f"svc{self._count + n:03d}" for n in range(size)]
+        self._count += size
+        self.batches.append(size)
         # Two workers at each kill, so that one is left to continue.
         await asyncio.gather(*self.respawns)
         lines_before = self.marks.count("deploy")
         watcher: asyncio.Task[None] | None = None
         if kill.moment in _CALL_MOMENTS:
             self.arm_call(kill)
-        asked = await asyncio.gather(*(self.mention(f"deploy {name}") for name in names))
+        asked = await asyncio.gather(*(self.mention(self.ask(name)) for name in names))
         self.threads.update(zip(names, asked, strict=True))
         if kill.moment == "card":
             await self._continued(kill, lambda: all(self.card_of(ts) for ts in asked), last=last)
@@ -326,30 +336,49 @@ class Scenario:
         assert took <= CONTINUE_WITHIN, f"{took:.1f}s after the kill"
 
     def check(self) -> None:
-        """Exactly once, one final answer, "Interrupted" only for a deploy that was running in a
-        killed process; every problem found is listed at once."""
+        """Exactly once, one final answer, "Interrupted" only for a deploy whose started mark
+        was written in a process that was killed, and rarely one that never ran; every problem
+        found is listed at once.
+
+        The thread's "Interrupted" answer is the journal's word that the call's mark was
+        written and its result never saved; the deploy's own line in the file says whether
+        it ran its first statement, and in which process."""
         lines = self.marks.lines("deploy")
         ran = Counter(line.split()[1] for line in lines)
         ran_in = {line.split()[1]: int(line.split()[0]) for line in lines}
-        problems, interrupted = [], []
+        problems, interrupted, never_ran = [], [], []
         for service, thread_ts in self.threads.items():
             posted = cards(self.slack, thread_ts)
             said = answers(self.slack, thread_ts)
             deployed = f"Tool said: deployed {service} to prod"
-            if ran[service] != 1:
-                problems.append(f"{service}: deployed {ran[service]} times, thread said {said}")
             shown = [approved_by(self.slack, card, BOB) for card in posted]
             if not any(shown):
                 problems.append(f"{service}: {len(posted)} card(s), none approved by Bob")
             elif len(posted) != 1:
                 problems.append(f"{service}: {len(posted)} cards, not one")
-            if said not in ([deployed], [f"Tool said: {INTERRUPTED}"]):
-                problems.append(f"{service}: the thread said {said}")
-            elif said != [deployed]:
+            if said == [deployed]:
+                if ran[service] != 1:
+                    problems.append(f"{service}: deployed {ran[service]} times, thread said {said}")
+            elif said == [f"Tool said: {INTERRUPTED}"]:
                 interrupted.append(service)
-                if ran_in.get(service) not in self.victims:
+                if ran[service] == 0:
+                    never_ran.append(service)  # marked started, killed before its first line
+                elif ran[service] > 1:
+                    problems.append(f"{service}: interrupted, and deployed {ran[service]} times")
+                elif ran_in[service] not in self.victims:
                     problems.append(f"{service}: interrupted, but it ran in no killed process")
-        print(f"interrupted: {len(interrupted)} of {len(self.threads)} ({interrupted})")
+            else:
+                problems.append(f"{service}: the thread said {said}")
+        allowed = sum(-(-size // MISREPORTED_PER) for size in self.batches)
+        print(
+            f"interrupted: {len(interrupted)} of {len(self.threads)} ({interrupted}); "
+            f"of them never ran: {len(never_ran)} ({never_ran}), at most {allowed} allowed"
+        )
+        if len(never_ran) > allowed:
+            problems.append(
+                f"{len(never_ran)} calls reported interrupted never ran ({never_ran}): more "
+                f"than one per {MISREPORTED_PER} approvals ({allowed} in {self.batches})"
+            )
         problems += [f"sorry: {text}" for text in sorry(self.slack)]
         assert not problems, "\n".join(problems)
 

@@ -15,12 +15,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
+import redis
 import redis.asyncio as aioredis
 
 from blocks import ACTION_APPROVE, ACTION_CONFIRM
 from bot import Agent
 from bot.slack import SlackBot, load_settings
 from state import RedisStore
+
+# The store's client of the journal's marks, counted too (`counted_store`).
+from state._redis_mark import MarkWriter
 
 from .._local_slack import TestSlack
 from . import agents
@@ -79,6 +83,27 @@ class _CountingConnection(aioredis.Connection):
         await super().send_packed_command(command, check_health=check_health)
 
 
+class _CountingSyncConnection(redis.Connection):
+    """`_CountingConnection` for the store's synchronous client of the journal's marks."""
+
+    sent: ClassVar[list[bytes]]
+    _handshake = False
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        self._handshake = True
+        try:
+            super().on_connect_check_health(check_health=check_health)
+        finally:
+            self._handshake = False
+
+    def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        if not self._handshake:
+            self.sent.append(_first_word(command))
+        super().send_packed_command(command, check_health=check_health)
+
+
 def _first_word(command: bytes | str | Iterable[bytes]) -> bytes:
     """The command name and, for EVALSHA, its digest, from a RESP request."""
     raw = command.encode() if isinstance(command, str) else command
@@ -113,6 +138,17 @@ async def counted_store(url: str) -> AsyncIterator[Trips]:
     pool = aioredis.BlockingConnectionPool.from_url(base, connection_class=counting)
     client = aioredis.Redis.from_pool(pool)
     async with RedisStore(client, prefix=prefix, owns_client=True) as store:
+        # The journal's started mark goes over a synchronous client of the store's own
+        # (`state._redis_mark`): its round trips count too, on the same list.
+        sync_counting = type("SyncCounting", (_CountingSyncConnection,), {"sent": counting.sent})
+
+        def connect(timeout: float) -> redis.Redis:
+            pool = redis.ConnectionPool.from_url(
+                base, connection_class=sync_counting, socket_timeout=timeout
+            )
+            return redis.Redis(connection_pool=pool)
+
+        store._marks = MarkWriter(connect)
         yield Trips(store=store, sent=counting.sent)
 
 
