@@ -179,7 +179,7 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     """A restarted server (or `SCRIPT FLUSH`) answers NOSCRIPT; redis-py loads the script again.
     An unknown digest gets exactly that answer without flushing the shared server."""
     scripts = [value for value in vars(any_redis_store).values() if hasattr(value, "sha")]
-    assert len(scripts) == 32
+    assert len(scripts) == 34
     for script in scripts:
         script.sha = "0" * 40
     await any_redis_store.save_run(make_run())
@@ -203,6 +203,10 @@ async def test_every_script_is_reloaded_when_the_server_forgot_it(
     assert await any_redis_store.settled_runs() == ["run-1"]
     assert (await any_redis_store.claim_run("run-1", child_id="child")).won
     assert (await any_redis_store.claim_run("run-2", child_id="child")).won
+    await any_redis_store.save_run(make_run("run-4"))
+    read = await any_redis_store.claim_run("run-4", child_id="child", read=True)
+    assert read.won
+    assert await any_redis_store.release_run("run-4", child_id="child")
     assert (await any_redis_store.close_interaction("ix-3", status="superseded", now=2.0)).won
     assert await any_redis_store.settled_runs() == []  # run-2, claimed, dropped from the index
     await any_redis_store.audit(AuditEntry(at=1.0, action="answered"))
