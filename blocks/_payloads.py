@@ -199,6 +199,10 @@ def parse_block_action(payload: dict[str, Any]) -> CardAction:
             value = clicked.selected_option.value
         container = body.container or Container()
         channel = body.channel.id if body.channel else None
+        if (body.channel is not None and not channel) or container.channel_id == "":
+            # A channel named as nobody: not read as "no channel given" (which falls back on
+            # the other field), so a blanked field cannot borrow the card's channel.
+            raise InvalidAnswer("This click names no channel.")
         if channel and container.channel_id and channel != container.channel_id:
             # Slack names the card's channel twice; a click that disagrees with itself is not
             # taken from either.

@@ -212,6 +212,34 @@ def test_tampered_multi_selection_is_refused() -> None:
         _resolve(rec, payload)
 
 
+@pytest.mark.parametrize(
+    ("field", "blank"),
+    [
+        pytest.param("channel", {"id": "", "name": "general"}, id="channel-id-empty"),
+        pytest.param("channel", {"name": "general"}, id="channel-without-id"),
+        pytest.param("container", "", id="container-channel-empty"),
+    ],
+)
+def test_a_click_naming_no_channel_is_refused_not_read_from_the_other_field(
+    field: str, blank: Any
+) -> None:
+    # A blanked field must not borrow the card's channel from the one left intact: the click
+    # would then pass the channel check as if it named the card's channel itself.
+    payload = click(render_card(approval({})), "hb:approve")
+    if field == "channel":
+        payload["channel"] = blank
+    else:
+        payload["container"]["channel_id"] = blank
+    with pytest.raises(InvalidAnswer, match="names no channel"):
+        parse_block_action(payload)
+
+
+def test_a_click_without_a_channel_object_takes_the_container_s() -> None:
+    payload = click(render_card(approval({})), "hb:approve")
+    del payload["channel"]
+    assert parse_block_action(payload).channel_id == payload["container"]["channel_id"]
+
+
 def test_answers_are_checked_against_the_stored_schema() -> None:
     # The stored schema is the authority: an option the schema does not allow is refused.
     rec = record("ask_user", {"question": "?", "options": ["a", "b"]}, {"enum": ["a"]})

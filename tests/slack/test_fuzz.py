@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from blocks import ACTION_APPROVE
@@ -274,6 +274,10 @@ def _settings(examples: int) -> settings:
 def test_hostile_clicks_never_approve(target: Target) -> None:
     @_settings(EXAMPLES // 2)
     @given(poison=_poison, noise=_noise, sign=st.booleans())
+    # A blanked channel id once borrowed the container's channel and approved (found in a
+    # full-suite run, rare in generation): pinned as an example every run tries.
+    @example(poison=[(("channel", "id"), "")], noise=[], sign=True)
+    @example(poison=[(("container", "channel_id"), "")], noise=[], sign=True)
     def case(
         poison: list[tuple[tuple[Any, ...], Any]],
         noise: list[tuple[tuple[Any, ...], Any]],
