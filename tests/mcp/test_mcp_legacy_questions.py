@@ -58,6 +58,19 @@ def _agent(store: Store, server: MCPServer) -> Agent:
     return Agent(name="legacy", model=FunctionModel(respond), tools=[server], store=store)
 
 
+async def _accept(store: Store, interaction_id: str, region: str) -> None:
+    """Alice accepts the form with `region`, in the store, as another process taking her click
+    would; the answer must win."""
+    claim = await answer_only(
+        store,
+        interaction_id,
+        answer={"action": "accept", "content": {"region": region}},
+        answered_by="U0ALICE",
+        now=time.time(),
+    )
+    assert claim.won
+
+
 class Recorded:
     """Questions stored as the Slack app stores them, with no card: the test answers in the
     store, as another process taking the click would."""
@@ -103,14 +116,7 @@ async def test_the_holder_takes_the_answer_recorded_in_the_store(ops: Ops, store
             [asked] = questions.asked
             assert asked.payload["legacy"] is True and asked.payload["mode"] == "form"
             assert asked.payload["schema"]["properties"]["region"]["enum"] == ["eu", "us", "ap"]
-            claim = await answer_only(
-                store,
-                asked.interaction_id,
-                answer={"action": "accept", "content": {"region": "ap"}},
-                answered_by="U0ALICE",
-                now=time.time(),
-            )
-            assert claim.won
+            await _accept(store, asked.interaction_id, "ap")
             _, output, _ = await asyncio.wait_for(running, 30)
         finally:
             live_questions.reset(token)
@@ -191,14 +197,7 @@ async def test_a_stopped_calls_question_never_reaches_the_next_call(ops: Ops, st
             alone = asyncio.ensure_future(events_of(agent("pick", run_id="r3")))
             await until(lambda: questions.asked)
             [asked] = questions.asked
-            claim = await answer_only(
-                store,
-                asked.interaction_id,
-                answer={"action": "accept", "content": {"region": "eu"}},
-                answered_by="U0ALICE",
-                now=time.time(),
-            )
-            assert claim.won
+            await _accept(store, asked.interaction_id, "eu")
             _, output, _ = await asyncio.wait_for(alone, 30)
         finally:
             live_questions.reset(token)

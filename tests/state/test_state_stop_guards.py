@@ -5,6 +5,7 @@ SQLite, a single Redis and a Redis Cluster alike."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -32,68 +33,51 @@ async def _paused(store: Store, *, seen: ThreadStop | None = None, **fields: Any
     )
 
 
+def _claim(store: Store, run_id: str, child_id: str, how: str) -> Awaitable[Any]:
+    """A resume's claim as its caller makes it: guarded by the turn's stop (the caller read
+    the run) or reading the run, whose own `thread` names the stop to check."""
+    if how == "reading":
+        return store.claim_run(run_id, child_id=child_id, read=True)
+    guard = StopGuard(run_id=run_id, channel=CHANNEL, thread_ts=THREAD)
+    return store.claim_run(run_id, child_id=child_id, stop=guard)
+
+
+CLAIMS = pytest.mark.parametrize("how", ["guarded", "reading"])
+
+
+@CLAIMS
 @pytest.mark.parametrize("seen", [None, EARLIER], ids=["no-earlier-stop", "an-earlier-stop"])
 async def test_a_resume_claim_of_a_stopped_turn_loses_and_names_the_stop(
-    store: Store, seen: ThreadStop | None
+    store: Store, seen: ThreadStop | None, how: str
 ) -> None:
     if seen is not None:
         await store.stop_thread(CHANNEL, THREAD, seen)
     await _paused(store, seen=seen)
     # The turn's own mark (or none) is no stop of this turn: the claim wins.
-    assert (await store.claim_run("run-1", child_id="probe", stop=GUARD)).won
+    assert (await _claim(store, "run-1", "probe", how)).won
     await store.save_run(make_run("run-1", stop_seen=stop_mark(seen), thread=(CHANNEL, THREAD)))
     stored = await store.load_run("run-1")
     assert stored is not None and stored.resumed_by == "probe"
 
     await store.save_run(make_run("run-2", stop_seen=stop_mark(seen), thread=(CHANNEL, THREAD)))
     await store.stop_thread(CHANNEL, THREAD, STOP)
-    guard = StopGuard(run_id="run-2", channel=CHANNEL, thread_ts=THREAD)
-    claim = await store.claim_run("run-2", child_id="run-2-child", stop=guard)
-    assert not claim.won and claim.stopped == STOP
-    stored = await store.load_run("run-2")
-    assert stored is not None and stored.resumed_by is None
-    # The stop's own Cancel claims it unguarded, and once claimed that child wins it again.
-    assert (await store.claim_run("run-2", child_id="stop-child")).won
-    again = await store.claim_run("run-2", child_id="stop-child", stop=guard)
-    assert again.won and again.stopped is None
-
-
-async def test_a_run_outside_a_thread_is_never_stopped_by_a_mark(store: Store) -> None:
-    """Runs saved before the store checked stops (no `thread`) resume as they always did."""
-    await store.stop_thread(CHANNEL, THREAD, STOP)
-    await _paused(store, thread=None)
-    claim = await store.claim_run("run-1", child_id="run-1-child", stop=GUARD)
-    assert claim.won and claim.stopped is None
-
-
-@pytest.mark.parametrize("seen", [None, EARLIER], ids=["no-earlier-stop", "an-earlier-stop"])
-async def test_a_reading_claim_checks_the_stop_of_the_runs_own_thread(
-    store: Store, seen: ThreadStop | None
-) -> None:
-    """`claim_run(read=True)` has no guard from its caller: the run's own `thread` names it."""
-    if seen is not None:
-        await store.stop_thread(CHANNEL, THREAD, seen)
-    await _paused(store, seen=seen)
-    await store.save_run(make_run("run-2", stop_seen=stop_mark(seen), thread=(CHANNEL, THREAD)))
-    # The turn's own mark (or none) is no stop of this turn: the claim wins.
-    assert (await store.claim_run("run-1", child_id="probe", read=True)).won
-
-    await store.stop_thread(CHANNEL, THREAD, STOP)
-    claim = await store.claim_run("run-2", child_id="run-2-child", read=True)
+    claim = await _claim(store, "run-2", "run-2-child", how)
     assert not claim.won and claim.stopped == STOP
     assert claim.run is not None and claim.run.resumed_by is None
     stored = await store.load_run("run-2")
     assert stored is not None and stored.resumed_by is None
-    # Once the stop's own Cancel claimed it, that child wins it again.
+    # The stop's own Cancel claims it unguarded, and once claimed that child wins it again.
     assert (await store.claim_run("run-2", child_id="stop-child")).won
-    again = await store.claim_run("run-2", child_id="stop-child", read=True)
+    again = await _claim(store, "run-2", "stop-child", how)
     assert again.won and again.stopped is None
 
 
-async def test_a_reading_claim_of_a_run_outside_a_thread_ignores_marks(store: Store) -> None:
+@CLAIMS
+async def test_a_run_outside_a_thread_is_never_stopped_by_a_mark(store: Store, how: str) -> None:
+    """Runs saved before the store checked stops (no `thread`) resume as they always did."""
     await store.stop_thread(CHANNEL, THREAD, STOP)
     await _paused(store, thread=None)
-    claim = await store.claim_run("run-1", child_id="run-1-child", read=True)
+    claim = await _claim(store, "run-1", "run-1-child", how)
     assert claim.won and claim.stopped is None
 
 
