@@ -1,20 +1,32 @@
 """One ask -> pause -> resume cycle with a scripted model, per store; prints ms per cycle.
 
-    python bench/bench_cycle.py [--cycles 2000] [--redis redis://127.0.0.1:6379/0]
+    python bench/bench_cycle.py [--cycles 2000] [--redis redis://127.0.0.1:6379/0] [--split]
 
 A cycle is: a new run whose model calls `ask_user`, the run pausing (saved), then a resume with
-the answer (one load, one claim, the handler re-run, the final model turn, saved). Durable on
-every store: nothing is kept in memory between the two calls.
+the answer (a reading claim of the paused run, the handler re-run, the final model turn,
+saved). Durable on every store: nothing is kept in memory between the two calls.
+
+`--split` also says where a cycle's time goes: each store call's time inside the cycle, the
+framework's own work (the rest), and a bare round trip to the same store (Redis `PING` with
+redis-py's asyncio client; for SQLite a `SELECT 1` through a one-thread executor, the hop its
+store makes). `floor` is the framework's work plus one bare round trip per store call: what a
+cycle would cost if each call cost no more than its round trip.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
+import redis.asyncio as aioredis
 from _stores import REDIS_URL, percentiles, store_urls
 
 from bot import Agent
@@ -34,8 +46,38 @@ def script(messages: list[dict[str, Any]]) -> Any:
     return "using " + messages[-1]["content"]
 
 
-async def bench(url: str, cycles: int) -> list[float]:
+STORE_CALLS = ("claim_run", "load_run", "release_run", "save_run")
+
+
+class Split:
+    """Time spent in each of the store's run calls, and how often each was made."""
+
+    def __init__(self, store: Any) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        for name in STORE_CALLS:
+            setattr(store, name, self._timed(name, getattr(store, name)))
+
+    def _timed(self, name: str, call: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+                self.calls[name] += 1
+
+        return timed
+
+    def clear(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+
+async def bench(url: str, cycles: int, split: bool = False) -> tuple[list[float], Split | None]:
+    """ms per cycle; with `split`, the store calls the timed cycles made."""
     async with open_store(url) as store:
+        calls = Split(store) if split else None
         agent = Agent(name="bench", model=FunctionModel(script), tools=[ask_user], store=store)
         timings: list[float] = []
         for i in range(cycles + 50):
@@ -49,7 +91,51 @@ async def bench(url: str, cycles: int) -> list[float]:
             assert done.output == "using postgres", done
             if i >= 50:  # warm-up: caches, connections, SQLite pages
                 timings.append(elapsed * 1000)
-        return timings
+            elif i == 49 and calls is not None:
+                calls.clear()
+        return timings, calls
+
+
+async def round_trip(url: str, n: int = 3000) -> float:
+    """A bare round trip to the store at `url`, in ms (the mean of `n`)."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(urlsplit(url).path, check_same_thread=False)
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=1) as executor:
+
+            def select() -> None:
+                conn.execute("SELECT 1").fetchone()
+
+            start = time.perf_counter()
+            for _ in range(n):
+                await loop.run_in_executor(executor, select)
+            elapsed = time.perf_counter() - start
+        conn.close()
+        return elapsed / n * 1000
+    client = aioredis.Redis.from_url(url.split("?")[0])
+    try:
+        await client.ping()
+        start = time.perf_counter()
+        for _ in range(n):
+            await client.ping()
+        return (time.perf_counter() - start) / n * 1000
+    finally:
+        await client.aclose()
+
+
+def report_split(timings: list[float], split: Split, trip: float) -> None:
+    cycles = len(timings)
+    store = sum(split.seconds.values()) * 1000 / cycles
+    framework = statistics.fmean(timings) - store
+    calls = sum(split.calls.values()) / cycles
+    for name in sorted(split.calls):
+        per_cycle = split.calls[name] / cycles
+        each = split.seconds[name] * 1000 / split.calls[name]
+        print(f"    {name:<12} {per_cycle:.2f} per cycle, {each:.3f} ms each")
+    print(
+        f"    store calls {store:.3f} ms per cycle, framework {framework:.3f} ms, "
+        f"bare round trip {trip:.3f} ms, floor {framework + calls * trip:.3f} ms"
+    )
 
 
 def report(name: str, timings: list[float]) -> None:
@@ -66,10 +152,14 @@ async def main() -> None:
     )
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--redis", default=REDIS_URL)
+    parser.add_argument("--split", action="store_true", help="where a cycle's time goes")
     args = parser.parse_args()
     async with store_urls(args.redis) as urls:
         for label, url in urls:
-            report(label, await bench(url, args.cycles))
+            timings, split = await bench(url, args.cycles, args.split)
+            report(label, timings)
+            if split is not None:
+                report_split(timings, split, await round_trip(url))
 
 
 if __name__ == "__main__":
