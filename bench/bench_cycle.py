@@ -9,8 +9,9 @@ saved). Durable on every store: nothing is kept in memory between the two calls.
 `--split` also says where a cycle's time goes: each store call's time inside the cycle, the
 framework's own work (the rest), and a bare round trip to the same store (Redis `PING` with
 redis-py's asyncio client; for SQLite a `SELECT 1` through a one-thread executor, the hop its
-store makes). `floor` is the framework's work plus one bare round trip per store call: what a
-cycle would cost if each call cost no more than its round trip.
+store makes), and the same without that machinery (a RESP `PING` on an asyncio stream; the
+`SELECT 1` on the loop's thread). `floor` is the framework's work plus one bare round trip per
+store call: what a cycle would cost if each call cost no more than its round trip.
 """
 
 from __future__ import annotations
@@ -96,34 +97,50 @@ async def bench(url: str, cycles: int, split: bool = False) -> tuple[list[float]
         return timings, calls
 
 
-async def round_trip(url: str, n: int = 3000) -> float:
-    """A bare round trip to the store at `url`, in ms (the mean of `n`)."""
+async def round_trip(url: str, n: int = 3000) -> tuple[float, float]:
+    """A bare round trip to the store at `url` in ms (the mean of `n`): through the kind of
+    client the store uses, and without its machinery (SQLite: the same `SELECT 1` on the loop's
+    thread; Redis: a RESP `PING` written and read on an asyncio stream)."""
     if url.startswith("sqlite"):
         conn = sqlite3.connect(urlsplit(url).path, check_same_thread=False)
         loop = asyncio.get_running_loop()
+
+        def select() -> None:
+            conn.execute("SELECT 1").fetchone()
+
         with ThreadPoolExecutor(max_workers=1) as executor:
-
-            def select() -> None:
-                conn.execute("SELECT 1").fetchone()
-
             start = time.perf_counter()
             for _ in range(n):
                 await loop.run_in_executor(executor, select)
-            elapsed = time.perf_counter() - start
+            hop = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(n):
+            select()
+        direct = time.perf_counter() - start
         conn.close()
-        return elapsed / n * 1000
+        return hop / n * 1000, direct / n * 1000
+    parts = urlsplit(url)
     client = aioredis.Redis.from_url(url.split("?")[0])
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 6379)
     try:
         await client.ping()
         start = time.perf_counter()
         for _ in range(n):
             await client.ping()
-        return (time.perf_counter() - start) / n * 1000
+        through = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(n):
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            if await reader.readline() != b"+PONG\r\n":
+                raise AssertionError("a raw PING was not answered PONG")
+        raw = time.perf_counter() - start
+        return through / n * 1000, raw / n * 1000
     finally:
+        writer.close()
         await client.aclose()
 
 
-def report_split(timings: list[float], split: Split, trip: float) -> None:
+def report_split(timings: list[float], split: Split, trip: tuple[float, float]) -> None:
     cycles = len(timings)
     store = sum(split.seconds.values()) * 1000 / cycles
     framework = statistics.fmean(timings) - store
@@ -132,9 +149,11 @@ def report_split(timings: list[float], split: Split, trip: float) -> None:
         per_cycle = split.calls[name] / cycles
         each = split.seconds[name] * 1000 / split.calls[name]
         print(f"    {name:<12} {per_cycle:.2f} per cycle, {each:.3f} ms each")
+    through, raw = trip
     print(
         f"    store calls {store:.3f} ms per cycle, framework {framework:.3f} ms, "
-        f"bare round trip {trip:.3f} ms, floor {framework + calls * trip:.3f} ms"
+        f"bare round trip {through:.3f} ms ({raw:.3f} ms without the client's machinery), "
+        f"floor {framework + calls * through:.3f} ms"
     )
 
 
