@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sqlite3
 import statistics
 import time
@@ -119,25 +120,35 @@ async def round_trip(url: str, n: int = 3000) -> tuple[float, float]:
         direct = time.perf_counter() - start
         conn.close()
         return hop / n * 1000, direct / n * 1000
-    parts = urlsplit(url)
     client = aioredis.Redis.from_url(url.split("?")[0])
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 6379)
     try:
         await client.ping()
         start = time.perf_counter()
         for _ in range(n):
             await client.ping()
         through = time.perf_counter() - start
+    finally:
+        await client.aclose()
+    return through / n * 1000, await raw_ping(url, n)
+
+
+async def raw_ping(url: str, n: int) -> float:
+    """A RESP `PING` on a plain asyncio stream, in ms; NaN for a server this cannot reach so
+    (TLS, a password, a socket)."""
+    parts = urlsplit(url)
+    if parts.scheme != "redis" or parts.password or not parts.hostname:
+        return math.nan
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 6379)
+    try:
         start = time.perf_counter()
         for _ in range(n):
             writer.write(b"*1\r\n$4\r\nPING\r\n")
             if await reader.readline() != b"+PONG\r\n":
                 raise AssertionError("a raw PING was not answered PONG")
-        raw = time.perf_counter() - start
-        return through / n * 1000, raw / n * 1000
+        return (time.perf_counter() - start) / n * 1000
     finally:
         writer.close()
-        await client.aclose()
+        await writer.wait_closed()
 
 
 def report_split(timings: list[float], split: Split, trip: tuple[float, float]) -> None:
