@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import redis.asyncio as aioredis
 
-__all__ = ["REDIS_URL", "percentiles", "store_urls"]
+__all__ = ["REDIS_URL", "per_call", "percentiles", "store_urls"]
 
 REDIS_URL = os.environ.get("HANDBACK_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -42,3 +43,13 @@ def percentiles(values: list[float]) -> tuple[float, float]:
     """p50 and p95."""
     ordered = sorted(values)
     return statistics.median(ordered), ordered[int(len(ordered) * 0.95)]
+
+
+async def per_call(n: int, call: Callable[[int], Awaitable[object]]) -> float:
+    """Microseconds per `call(i)`, the mean of `n` after a warm-up of up to 50."""
+    for i in range(min(n, 50)):  # warm up connections, scripts and caches
+        await call(n + i)
+    start = time.perf_counter()
+    for i in range(n):
+        await call(i)
+    return (time.perf_counter() - start) / n * 1e6

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
-from _stores import REDIS_URL, percentiles, store_urls
+from _stores import REDIS_URL, per_call, percentiles, store_urls
 
 from bot import Agent
 from bot.testing import FunctionModel
@@ -99,9 +99,9 @@ async def bench(url: str, cycles: int, split: bool = False) -> tuple[list[float]
 
 
 async def round_trip(url: str, n: int = 3000) -> tuple[float, float]:
-    """A bare round trip to the store at `url` in ms (the mean of `n`): through the kind of
-    client the store uses, and without its machinery (SQLite: the same `SELECT 1` on the loop's
-    thread; Redis: a RESP `PING` written and read on an asyncio stream)."""
+    """A bare round trip to the store at `url` in ms: through the kind of client the store uses,
+    and without its machinery (SQLite: the same `SELECT 1` on the loop's thread; Redis: a RESP
+    `PING` written and read on an asyncio stream)."""
     if url.startswith("sqlite"):
         conn = sqlite3.connect(urlsplit(url).path, check_same_thread=False)
         loop = asyncio.get_running_loop()
@@ -109,27 +109,21 @@ async def round_trip(url: str, n: int = 3000) -> tuple[float, float]:
         def select() -> None:
             conn.execute("SELECT 1").fetchone()
 
-        with ThreadPoolExecutor(max_workers=1) as executor:
-            start = time.perf_counter()
-            for _ in range(n):
-                await loop.run_in_executor(executor, select)
-            hop = time.perf_counter() - start
-        start = time.perf_counter()
-        for _ in range(n):
+        async def direct(_: int) -> None:
             select()
-        direct = time.perf_counter() - start
-        conn.close()
-        return hop / n * 1000, direct / n * 1000
+
+        try:
+            with ThreadPoolExecutor(max_workers=1) as executor:
+                hop = await per_call(n, lambda _: loop.run_in_executor(executor, select))
+            return hop / 1000, await per_call(n, direct) / 1000
+        finally:
+            conn.close()
     client = aioredis.Redis.from_url(url.split("?")[0])
     try:
-        await client.ping()
-        start = time.perf_counter()
-        for _ in range(n):
-            await client.ping()
-        through = time.perf_counter() - start
+        through = await per_call(n, lambda _: client.ping())
     finally:
         await client.aclose()
-    return through / n * 1000, await raw_ping(url, n)
+    return through / 1000, await raw_ping(url, n)
 
 
 async def raw_ping(url: str, n: int) -> float:
@@ -139,13 +133,14 @@ async def raw_ping(url: str, n: int) -> float:
     if parts.scheme != "redis" or parts.password or not parts.hostname:
         return math.nan
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 6379)
+
+    async def ping(_: int) -> None:
+        writer.write(b"*1\r\n$4\r\nPING\r\n")
+        if await reader.readline() != b"+PONG\r\n":
+            raise AssertionError("a raw PING was not answered PONG")
+
     try:
-        start = time.perf_counter()
-        for _ in range(n):
-            writer.write(b"*1\r\n$4\r\nPING\r\n")
-            if await reader.readline() != b"+PONG\r\n":
-                raise AssertionError("a raw PING was not answered PONG")
-        return (time.perf_counter() - start) / n * 1000
+        return await per_call(n, ping) / 1000
     finally:
         writer.close()
         await writer.wait_closed()

@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
 
-from _stores import store_urls
+from _stores import per_call, store_urls
 
 from state import (
     AuditEntry,
@@ -54,22 +53,13 @@ def run_record(run_id: str, turns: int = 10) -> RunRecord:
     )
 
 
-async def per_call(n: int, call: Callable[[int], Awaitable[object]]) -> float:
-    for i in range(min(n, 50)):  # warm up connections, scripts and caches
-        await call(n + i)
-    start = time.perf_counter()
-    for i in range(n):
-        await call(i)
-    return (time.perf_counter() - start) / n * 1e6
-
-
 async def cycle(store: Store, i: int) -> None:
     """The store calls of one pause and one resume, in the order the app makes them.
 
     Pause: save the run, add its interaction, note where the card was posted. Resume: read the
     interaction, answer it with its audit entry, the run's claim and the thread's lease in one
-    step (`answer_and_claim`, which returns the claimed run), save the child when it ends, and
-    mark the work item done with the lease released and the thread moved on.
+    step (`answer_and_claim`, which returns the claimed run), save the child when it ends,
+    release the thread's lease with the thread moved on, and mark the work item done.
     """
     run_id, child_id, ix_id = f"c-{i}", f"c-{i}-child", f"ix-c-{i}"
     now = time.time()
@@ -108,10 +98,8 @@ async def cycle(store: Store, i: int) -> None:
     child = run_record(child_id)
     child.status = "success"
     await store.save_run(child)
-    finished = ThreadLease(
-        channel=lease.channel, thread_ts=lease.thread_ts, owner=lease.owner, run_id=child_id
-    )
-    await store.done(item.item_id, leases=[finished])
+    await store.release_thread(lease.channel, lease.thread_ts, owner=lease.owner, run_id=child_id)
+    await store.done(item.item_id)
 
 
 async def bench(label: str, url: str, n: int) -> None:
